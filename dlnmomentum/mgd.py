@@ -1,0 +1,420 @@
+r"""Heavy-ball momentum gradient descent (MGD) and its stochastic version (SMGD).
+
+Public entry point: :func:`mgd`. The compiled kernel is
+:func:`dlnmomentum.kernels.mgd._mgd_advance`; its docstring states the update
+rule (paper, Appendix B, eq. (w_mgd); Section 4, eq. (SMGD:diag)).
+"""
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from . import status as st
+from ._driver import chunk_steps_for, drive
+from ._validate import as_array, as_float, as_int
+from .kernels import mgd as K
+from .kernels.rng import _seed_state
+from .problem import Problem
+from .record import Record
+from .results import ResultMixin, Trajectory, readonly, trajectory_from_blocks
+
+GRADIENT_FORMS = ("auto", "hessian", "data")
+
+
+class MGDConfig(NamedTuple):
+    """Hyperparameters of one MGD/SMGD run (validated by :func:`mgd`)."""
+
+    gamma: float
+    beta: float
+    steps: int
+    batch_size: int | None = None
+    replace: bool = False
+    seed: int = 0
+    tol: float | None = None
+    gradient: str = "auto"
+
+    @property
+    def lam(self):
+        """λ = γ/(1-β)² (Proposition 1)."""
+        return self.gamma / (1.0 - self.beta) ** 2
+
+    @property
+    def eps(self):
+        """MGF time step ε = γ/(1-β) (Proposition 1)."""
+        return self.gamma / (1.0 - self.beta)
+
+    @property
+    def kind(self):
+        return "mgd" if self.batch_size is None else "smgd"
+
+
+@dataclass(frozen=True, eq=False)
+class MGDResult(ResultMixin):
+    """Outcome of an MGD/SMGD run (arrays are read-only, shape ``(d,)`` unless noted).
+
+    ``steps_done`` counts updates: the final iterate is :math:`w_{k+1}` in the
+    paper's indexing with ``k = steps_done`` (:math:`w_1 = w_0` is not an update).
+    ``s_plus``/``s_minus`` are the sums of Lemma 4, ``mirror`` the variable
+    :math:`G_N = \\gamma\\sum_{m\\le N}\\sum_{k\\le m}\\beta^{m-k}\\nabla L_{B_k}(\\theta_k)` of
+    eq. (MGDmirror), ``delta_inf = |w_+ w_-|`` at the last iterate and
+    ``theta0_tilde`` the perturbed initialisation of Theorem 2. Crossing steps are
+    ``-1`` where a coordinate never changed sign.
+    """
+
+    kind: str
+    config: MGDConfig
+    status: int
+    steps_done: int
+    gamma: float
+    beta: float
+    lam: float
+    eps: float
+    theta: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    w_plus: np.ndarray
+    w_minus: np.ndarray
+    w_plus0: np.ndarray
+    w_minus0: np.ndarray
+    delta0: np.ndarray
+    delta_inf: np.ndarray
+    s_plus: np.ndarray
+    s_minus: np.ndarray
+    theta0_tilde: np.ndarray
+    mirror: np.ndarray
+    crossings_plus: np.ndarray
+    crossings_minus: np.ndarray
+    first_crossing_plus: np.ndarray
+    first_crossing_minus: np.ndarray
+    last_crossing_plus: np.ndarray
+    last_crossing_minus: np.ndarray
+    min_delta: np.ndarray
+    train_loss: float
+    test_loss: float
+    l1_norm: float
+    trajectory: Trajectory | None = None
+    problem: Problem | None = None
+
+    @property
+    def crossed(self):
+        """True when some coordinate of w₊ or w₋ changed sign."""
+        return bool(self.crossings_plus.any() or self.crossings_minus.any())
+
+    def prediction(self):
+        """Theorem 2's prediction for this run (computed on request, then cached)."""
+        cached = self.__dict__.get("_prediction")
+        if cached is None:
+            from .theory import predict
+
+            cached = predict(self.problem.X, self.problem.y, self.delta_inf, self.theta0_tilde, self.theta)
+            object.__setattr__(self, "_prediction", cached)
+        return cached
+
+    @property
+    def predicted_theta(self):
+        return self.prediction().predicted_theta
+
+    @property
+    def prediction_gap(self):
+        return self.prediction().prediction_gap
+
+    @property
+    def theta_gf_delta_inf(self):
+        return self.prediction().theta_gf_delta_inf
+
+    @property
+    def normalized_distance(self):
+        return self.prediction().normalized_distance
+
+    def summary(self):
+        lines = [
+            f"{self.kind.upper()}  gamma={self.gamma:g}  beta={self.beta:g}  lambda={self.lam:g}  eps={self.eps:g}",
+            f"status       : {self.status_name} ({self.message}) after {self.steps_done} steps",
+            f"train loss   : {self.train_loss:.6e}",
+            f"test loss    : {self.test_loss:.6e}",
+            f"l1 norm      : {self.l1_norm:.6g}",
+            f"|Delta_0|    : {np.linalg.norm(self.delta0):.6e}",
+            f"|Delta_inf|  : {np.linalg.norm(self.delta_inf):.6e}   min_k min_i Delta: {self.min_delta.min():.3e}",
+            f"S+ (mean)    : {self.s_plus.mean():.6e}   S- (mean): {self.s_minus.mean():.6e}",
+            f"|theta0~|max : {np.abs(self.theta0_tilde).max():.3e}",
+            f"sign changes : w+ {int(self.crossings_plus.sum())}, w- {int(self.crossings_minus.sum())}"
+            f" (coordinates: {int((self.crossings_plus > 0).sum())}, {int((self.crossings_minus > 0).sum())})",
+        ]
+        if self.trajectory is not None:
+            lines.append(f"recorded     : {len(self.trajectory)} rows")
+        return "\n".join(lines)
+
+
+def initial_weights(d, alpha, u0, v0):
+    """(u0, v0) as validated float arrays; default ``u0 = α·1``, ``v0 = 0``."""
+    if u0 is None:
+        alpha = as_float("alpha", alpha, low=0.0, low_open=True)
+        u0 = np.full(d, alpha)
+    else:
+        u0 = as_array("u0", u0, ndim=1, shape=(d,))
+    v0 = np.zeros(d) if v0 is None else as_array("v0", v0, ndim=1, shape=(d,))
+    delta0 = np.abs(u0 * u0 - v0 * v0)
+    if not np.all(delta0 > 0):
+        bad = np.flatnonzero(~(delta0 > 0))[:5].tolist()
+        raise ValueError(f"u0 and v0 must satisfy |u0_i| != |v0_i| for every i (balancedness "
+                         f"Delta0 = |u0^2 - v0^2| must be > 0), violated at coordinates {bad}")
+    return u0, v0
+
+
+def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, seed=0, tol=None,
+                gradient="auto"):
+    """Validate hyperparameters into an :class:`MGDConfig`."""
+    gamma = as_float("gamma", gamma, low=0.0, low_open=True)
+    beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
+    steps = as_int("steps", steps, low=0)
+    if batch_size is not None:
+        batch_size = as_int("batch_size", batch_size, low=1, high=problem.n)
+        if batch_size == problem.n and not replace:
+            batch_size = None  # every sample in every batch: full-batch MGD
+    if not isinstance(replace, (bool, np.bool_)):
+        raise TypeError(f"replace must be a bool, got {replace!r}")
+    seed = as_int("seed", seed, low=0, high=2**63 - 1)
+    tol = as_float("tol", tol, low=0.0, allow_none=True)
+    if gradient not in GRADIENT_FORMS:
+        raise ValueError(f"gradient must be one of {GRADIENT_FORMS}, got {gradient!r}")
+    return MGDConfig(gamma, beta, steps, batch_size, bool(replace), seed, tol, gradient)
+
+
+class MGDRun:
+    """State of one MGD/SMGD run, advanced chunk by chunk (see :mod:`dlnmomentum._driver`).
+
+    Besides the driver protocol, a run describes itself for stores:
+    :meth:`description` (JSON-serialisable hyperparameters and record schedule;
+    the initial weights are the arrays ``u0``/``v0``) and :meth:`rebuild` creates
+    the same fresh run from a problem, that description and ``u0``/``v0``.
+    """
+
+    family = "mgd"
+
+    def __init__(self, problem, config, u0, v0, schedule=None):
+        self.problem = problem
+        self.config = config
+        self.u0, self.v0 = u0, v0
+        self.w_plus0 = u0 + v0
+        self.w_minus0 = u0 - v0
+        n, d = problem.n, problem.d
+        self.total = config.steps
+        self.fstate, self.istate, self.counters = _init_state(self.w_plus0, self.w_minus0)
+        self.rng_state = np.zeros(4, dtype=np.uint64)
+        _seed_state(config.seed, 0, self.rng_state)
+        self.perm = np.arange(n, dtype=np.int64)
+        if config.batch_size is not None:
+            self.mode = K.MODE_MINIBATCH
+        elif config.gradient == "hessian" or (config.gradient == "auto" and d * d <= 2 * n * d):
+            self.mode = K.MODE_HESSIAN
+        else:
+            self.mode = K.MODE_DATA
+        cost = {K.MODE_HESSIAN: d * d, K.MODE_DATA: 2 * n * d}.get(self.mode, 2 * (config.batch_size or 1) * d)
+        self.chunk_steps = chunk_steps_for(cost + 40 * d)
+        self.schedule = np.zeros(0, dtype=np.int64) if schedule is None else schedule
+        self.cursor = np.zeros(1, dtype=np.int64)
+
+    @property
+    def done(self):
+        return int(self.counters[0])
+
+    @property
+    def kind(self):
+        return self.config.kind
+
+    def description(self):
+        """Hyperparameters and schedule as a JSON-serialisable dict."""
+        return {"family": self.family, "kind": self.kind, "config": self.config._asdict(),
+                "schedule": self.schedule.tolist()}
+
+    @classmethod
+    def rebuild(cls, problem, description, u0, v0):
+        """A fresh run equal to the one that produced ``description``."""
+        config = MGDConfig(**description["config"])
+        return cls(problem, config, np.asarray(u0, dtype=float), np.asarray(v0, dtype=float),
+                   np.asarray(description["schedule"], dtype=np.int64))
+
+    def time_of_step(self, step):
+        return np.asarray(step, dtype=np.float64) * self.config.eps
+
+    def new_block(self, rows):
+        d = self.problem.d
+        return {"step": np.zeros(rows, dtype=np.int64), "vectors": np.zeros((rows, K.N_REC_VECTORS, d)),
+                "losses": np.zeros((rows, 2))}
+
+    def advance(self, n_steps, block, offset):
+        p, c = self.problem, self.config
+        tol = -1.0 if c.tol is None else c.tol
+        return K._mgd_advance(
+            p.X, p.XT, p.y, p.hessian, p.b, p.X_test, p.y_test,
+            c.gamma, c.beta, self.mode, tol,
+            self.rng_state, self.perm, c.batch_size or 0, c.replace,
+            self.fstate, self.istate, self.counters, n_steps,
+            self.schedule, self.cursor, offset, block["step"], block["vectors"], block["losses"])
+
+    # -- checkpoints ---------------------------------------------------------
+    def state_arrays(self):
+        """Every array needed to continue this run bit for bit."""
+        return {"fstate": self.fstate, "istate": self.istate, "counters": self.counters,
+                "rng_state": self.rng_state, "perm": self.perm, "cursor": self.cursor}
+
+    def load_state_arrays(self, arrays):
+        for name, target in self.state_arrays().items():
+            src = np.asarray(arrays[name])
+            if src.shape != target.shape:
+                raise ValueError(f"checkpoint array {name!r} has shape {src.shape}, expected {target.shape}")
+            target[...] = src
+
+    # -- result --------------------------------------------------------------
+    def finish(self, status, blocks=()):
+        f, i, c = self.fstate, self.istate, self.config
+        wp, wm = f[K.W_PLUS].copy(), f[K.W_MINUS].copy()
+        theta = 0.25 * (wp * wp - wm * wm)
+        one_minus_beta = 1.0 - c.beta
+        s_plus = (f[K.S_SUM_PLUS] + f[K.S_COMP_PLUS]) / one_minus_beta - np.log(np.abs(wp / self.w_plus0))
+        s_minus = (f[K.S_SUM_MINUS] + f[K.S_COMP_MINUS]) / one_minus_beta - np.log(np.abs(wm / self.w_minus0))
+        theta0_tilde = 0.25 * (self.w_plus0**2 * np.exp(-2 * s_plus) - self.w_minus0**2 * np.exp(-2 * s_minus))
+        trajectory = None
+        if len(self.schedule):
+            trajectory = trajectory_from_blocks(list(blocks), self.problem.d, self.time_of_step)
+        return MGDResult(
+            kind=c.kind, config=c, status=int(status), steps_done=self.done,
+            gamma=c.gamma, beta=c.beta, lam=c.lam, eps=c.eps,
+            theta=readonly(theta), u=readonly(0.5 * (wp + wm)), v=readonly(0.5 * (wp - wm)),
+            w_plus=readonly(wp), w_minus=readonly(wm),
+            w_plus0=readonly(self.w_plus0), w_minus0=readonly(self.w_minus0),
+            delta0=readonly(np.abs(self.w_plus0 * self.w_minus0)), delta_inf=readonly(np.abs(wp * wm)),
+            s_plus=readonly(s_plus), s_minus=readonly(s_minus), theta0_tilde=readonly(theta0_tilde),
+            mirror=readonly(f[K.MIRROR_SUM] + f[K.MIRROR_COMP]),
+            crossings_plus=readonly(i[K.CROSS_PLUS]), crossings_minus=readonly(i[K.CROSS_MINUS]),
+            first_crossing_plus=readonly(i[K.FIRST_CROSS_PLUS]),
+            first_crossing_minus=readonly(i[K.FIRST_CROSS_MINUS]),
+            last_crossing_plus=readonly(i[K.LAST_CROSS_PLUS]), last_crossing_minus=readonly(i[K.LAST_CROSS_MINUS]),
+            min_delta=readonly(f[K.MIN_DELTA]),
+            train_loss=self.problem.train_loss(theta), test_loss=self.problem.test_loss(theta),
+            l1_norm=float(np.abs(theta).sum()), trajectory=trajectory, problem=self.problem)
+
+
+def _init_state(w_plus0, w_minus0):
+    d = w_plus0.shape[0]
+    fstate = np.zeros((K.N_FLOAT_ROWS, d))
+    fstate[K.W_PLUS] = w_plus0
+    fstate[K.W_MINUS] = w_minus0
+    fstate[K.W_PLUS_PREV] = w_plus0
+    fstate[K.W_MINUS_PREV] = w_minus0
+    fstate[K.MIN_DELTA] = np.abs(w_plus0 * w_minus0)
+    istate = np.zeros((K.N_INT_ROWS, d), dtype=np.int64)
+    istate[K.FIRST_CROSS_PLUS:] = -1
+    return fstate, istate, np.zeros(1, dtype=np.int64)
+
+
+def _check_problem(problem):
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a dlnmomentum.Problem (see sparse_regression), got {type(problem).__name__}")
+
+
+def _check_record(record):
+    if record is not None and not isinstance(record, Record):
+        raise TypeError(f"record must be a dlnmomentum.Record or None, got {type(record).__name__}")
+
+
+def _auto_progress(progress, work):
+    if progress is None:
+        import sys
+
+        return bool(work > 2e10 and sys.stderr.isatty())
+    return bool(progress)
+
+
+def prepare_mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size=None,
+                replace=False, seed=0, tol=None, record=None, gradient="auto"):
+    """Validate the arguments of :func:`mgd` and build its run object."""
+    _check_problem(problem)
+    _check_record(record)
+    config = make_config(problem, gamma, beta, steps, batch_size, replace, seed, tol, gradient)
+    u0, v0 = initial_weights(problem.d, alpha, u0, v0)
+    schedule = record.step_schedule(config.steps) if record is not None else None
+    return MGDRun(problem, config, u0, v0, schedule)
+
+
+def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size=None, replace=False,
+        seed=0, tol=None, record=None, progress=None, gradient="auto", store=None, overwrite=False,
+        checkpoint_every=60.0):
+    r"""Run heavy-ball MGD (or SMGD) on a 2-layer diagonal linear network.
+
+    .. math::
+        w_{k+1} = w_k - \gamma\nabla F_{B_k}(w_k) + \beta(w_k - w_{k-1}),\quad w_1 = w_0,
+
+    with ``w = (u, v)``, ``F(w) = L(u ⊙ v)`` (paper, eq. (MGD), eq. (SMGD:diag)).
+
+    Parameters
+    ----------
+    problem : Problem
+    gamma : float
+        Step size γ > 0.
+    beta : float
+        Momentum β in [0, 1).
+    steps : int
+        Number of updates (``steps=k`` ends at :math:`w_{k+1}`, like ``k`` calls of
+        ``torch.optim.SGD(lr=γ, momentum=β).step()``).
+    alpha : float
+        Initialisation scale of the default ``u0 = α·1, v0 = 0``.
+    u0, v0 : arrays (d,), optional
+        Any initialisation with ``|u0_i| != |v0_i|``.
+    batch_size : int, optional
+        SMGD batch size B in [1, n]; ``None`` (or ``n`` without replacement) is full batch.
+    replace : bool
+        Sample each batch with replacement (default: B distinct samples).
+    seed : int
+        Seed of the explicit batch-sampling state (xoshiro256**).
+    tol : float, optional
+        Stop at the first iterate whose train loss is ``<= tol`` (status ``converged``).
+    record : Record, optional
+        Schedule of recorded iterates (θ, w₊, w₋, Δ, train and test loss).
+    progress : bool, optional
+        tqdm progress bar; default: only for long runs on a terminal.
+    gradient : {"auto", "hessian", "data"}
+        Full-batch gradient form; ``auto`` picks the cheaper of ``Hθ - b`` (d²) and
+        ``Xᵀ(Xθ - y)/n`` (2nd).
+    store : str or path, optional
+        Stream the run to this HDF5 file (see :mod:`dlnmomentum.store`).
+    overwrite : bool
+        Allow replacing an existing ``store``.
+    checkpoint_every : float
+        Seconds of wall clock between checkpoints of a stored run.
+
+    Returns
+    -------
+    MGDResult
+        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``.
+    """
+    run = prepare_mgd(problem, gamma, beta, steps=steps, alpha=alpha, u0=u0, v0=v0, batch_size=batch_size,
+                      replace=replace, seed=seed, tol=tol, record=record, gradient=gradient)
+    progress = _auto_progress(progress, float(run.total) * problem.d * problem.d)
+    if store is not None:
+        from .store import run_with_store
+
+        return run_with_store(run, store, overwrite=overwrite, checkpoint_every=checkpoint_every,
+                              progress=progress)
+    status, blocks = drive(run, progress=progress, desc=run.config.kind)
+    return run.finish(status, blocks)
+
+
+def batch_indices(n, batch_size, steps, *, seed=0, replace=False):
+    """The batch sequence an SMGD run with these arguments uses, shape ``(steps, batch_size)``.
+
+    Draws from the same explicit random state as the kernel, for checking
+    against independent implementations.
+    """
+    from .kernels.rng import _fill_batches
+
+    n = as_int("n", n, low=1)
+    batch_size = as_int("batch_size", batch_size, low=1, high=n)
+    steps = as_int("steps", steps, low=0)
+    seed = as_int("seed", seed, low=0, high=2**63 - 1)
+    state = np.zeros(4, dtype=np.uint64)
+    _seed_state(seed, 0, state)
+    out = np.zeros((steps, batch_size), dtype=np.int64)
+    _fill_batches(state, np.arange(n, dtype=np.int64), bool(replace), out)
+    return out

@@ -1,0 +1,153 @@
+"""Regression problems: the paper's sparse teacher and user data."""
+
+import warnings
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from ._validate import as_array, as_float, as_int
+
+
+def _frozen(arr):
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    arr.setflags(write=False)
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """Least-squares data ``L(θ) = ‖Xθ - y‖²/(2n)`` for a diagonal linear network.
+
+    Parameters
+    ----------
+    X : array (n, d)
+        Training inputs (finite).
+    y : array (n,)
+        Training targets (finite).
+    X_test, y_test : arrays (n_test, d), (n_test,), optional
+        Held-out data for the test loss; both or neither.
+    theta_star : array (d,), optional
+        The teacher, when known.
+    params : dict, optional
+        Generator parameters (stored with results).
+
+    Arrays are copied to read-only C-contiguous float64. A warning is issued
+    when ``d <= n`` (the network is then not overparametrised and the
+    interpolating set may be a single point or empty).
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    X_test: np.ndarray | None = None
+    y_test: np.ndarray | None = None
+    theta_star: np.ndarray | None = None
+    params: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        X = as_array("X", self.X, ndim=2)
+        n, d = X.shape
+        if n < 1 or d < 1:
+            raise ValueError(f"X must have at least one row and one column, got shape {X.shape}")
+        y = as_array("y", self.y, ndim=1, shape=(n,))
+        if (self.X_test is None) != (self.y_test is None):
+            raise ValueError("X_test and y_test must be given together (both or neither)")
+        if self.X_test is not None:
+            X_test = as_array("X_test", self.X_test, ndim=2, shape=(None, d))
+            y_test = as_array("y_test", self.y_test, ndim=1, shape=(X_test.shape[0],))
+        else:
+            X_test = np.zeros((0, d))
+            y_test = np.zeros(0)
+        theta_star = None
+        if self.theta_star is not None:
+            theta_star = _frozen(as_array("theta_star", self.theta_star, ndim=1, shape=(d,)))
+        object.__setattr__(self, "X", _frozen(X))
+        object.__setattr__(self, "y", _frozen(y))
+        object.__setattr__(self, "X_test", _frozen(X_test))
+        object.__setattr__(self, "y_test", _frozen(y_test))
+        object.__setattr__(self, "theta_star", theta_star)
+        object.__setattr__(self, "params", dict(self.params))
+        if d <= n:
+            warnings.warn(f"d = {d} <= n = {n}: the network is not overparametrised; the paper's "
+                          "implicit-bias results assume d > n", UserWarning, stacklevel=3)
+
+    @property
+    def n(self):
+        return self.X.shape[0]
+
+    @property
+    def d(self):
+        return self.X.shape[1]
+
+    @property
+    def n_test(self):
+        return self.X_test.shape[0]
+
+    @cached_property
+    def XT(self):
+        """Xᵀ as a C-contiguous array (column access for the kernels)."""
+        return _frozen(self.X.T)
+
+    @cached_property
+    def hessian(self):
+        """H = XᵀX/n, made exactly symmetric."""
+        H = self.X.T @ self.X / self.n
+        return _frozen(0.5 * (H + H.T))
+
+    @cached_property
+    def b(self):
+        """b = Xᵀy/n, so that ∇L(θ) = Hθ - b."""
+        return _frozen(self.X.T @ self.y / self.n)
+
+    @cached_property
+    def curvature_bound(self):
+        """Largest eigenvalue of H (the curvature of L)."""
+        return float(np.linalg.eigvalsh(self.hessian)[-1])
+
+    def train_loss(self, theta):
+        r = self.X @ np.asarray(theta, dtype=np.float64) - self.y
+        return float(r @ r / (2 * self.n))
+
+    def test_loss(self, theta):
+        if self.n_test == 0:
+            return float("nan")
+        r = self.X_test @ np.asarray(theta, dtype=np.float64) - self.y_test
+        return float(r @ r / (2 * self.n_test))
+
+    def summary(self):
+        return (f"Problem(n={self.n}, d={self.d}, n_test={self.n_test}"
+                + "".join(f", {k}={v}" for k, v in self.params.items()) + ")")
+
+    def __repr__(self):
+        return self.summary()
+
+
+def sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=1000, seed=0):
+    """The paper's noiseless sparse regression with uncentred data.
+
+    ``x ~ N(μ1, σ²I_d)``, ``y = ⟨x, θ*⟩`` with θ* s-sparse, non-zero entries ``1/√s``
+    on a support drawn uniformly at random. Defaults are the paper's main setting
+    ``(n, d, s) = (20, 30, 5)``, ``(μ, σ) = (1, 1)``.
+
+    Returns
+    -------
+    Problem
+        With ``X_test, y_test`` drawn from the same distribution and ``params``
+        holding the generator parameters.
+    """
+    n = as_int("n", n, low=1)
+    d = as_int("d", d, low=1)
+    s = as_int("s", s, low=0, high=d)
+    mu = as_float("mu", mu)
+    sigma = as_float("sigma", sigma, low=0.0, low_open=True)
+    n_test = as_int("n_test", n_test, low=0)
+    seed = as_int("seed", seed, low=0)
+    rng = np.random.default_rng(seed)
+    theta_star = np.zeros(d)
+    if s > 0:
+        theta_star[np.sort(rng.choice(d, size=s, replace=False))] = 1.0 / np.sqrt(s)
+    X = mu + sigma * rng.standard_normal((n, d))
+    X_test = mu + sigma * rng.standard_normal((n_test, d))
+    params = dict(generator="sparse_regression", n=n, d=d, s=s, mu=mu, sigma=sigma, n_test=n_test, seed=seed)
+    return Problem(X, X @ theta_star, X_test if n_test else None, X_test @ theta_star if n_test else None,
+                   theta_star=theta_star, params=params)

@@ -1,0 +1,84 @@
+"""Result containers shared by every run kind."""
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from .status import STATUS_MESSAGES, status_name
+
+
+def readonly(arr, dtype=None):
+    """A read-only C-contiguous copy (results never alias live state)."""
+    out = np.array(arr, dtype=dtype, copy=True, order="C")
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Trajectory:
+    """Recorded iterates of a run: one row per recorded step.
+
+    ``step`` counts updates (integration steps for flows); ``time`` is the
+    matching MGF time (``kε`` for MGD, ``kh`` for flows). Vector fields have
+    shape ``(rows, d)``; losses ``(rows,)``. Flows add velocities in ``extra``.
+    """
+
+    step: np.ndarray
+    time: np.ndarray
+    theta: np.ndarray
+    w_plus: np.ndarray
+    w_minus: np.ndarray
+    delta: np.ndarray
+    train_loss: np.ndarray
+    test_loss: np.ndarray
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def __len__(self):
+        return int(self.step.shape[0])
+
+    def fields(self):
+        """Name → array of every recorded quantity (including ``extra``)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        out.update(self.extra)
+        return out
+
+
+def trajectory_from_blocks(blocks, d, time_of_step, extra_names=()):
+    """Concatenate the driver's record blocks into a :class:`Trajectory`."""
+    if blocks:
+        step = np.concatenate([b["step"][:r] for b, r in blocks])
+        vectors = np.concatenate([b["vectors"][:r] for b, r in blocks])
+        losses = np.concatenate([b["losses"][:r] for b, r in blocks])
+        extra = {name: readonly(np.concatenate([b[name][:r] for b, r in blocks])) for name in extra_names}
+    else:
+        step = np.zeros(0, dtype=np.int64)
+        vectors = np.zeros((0, 4, d))
+        losses = np.zeros((0, 2))
+        extra = {name: readonly(np.zeros((0, d))) for name in extra_names}
+    return Trajectory(
+        step=readonly(step, np.int64), time=readonly(time_of_step(step), np.float64),
+        theta=readonly(vectors[:, 0]), w_plus=readonly(vectors[:, 1]), w_minus=readonly(vectors[:, 2]),
+        delta=readonly(vectors[:, 3]), train_loss=readonly(losses[:, 0]), test_loss=readonly(losses[:, 1]),
+        extra=extra)
+
+
+class ResultMixin:
+    """Status helpers and lazy theory predictions for frozen result classes."""
+
+    @property
+    def message(self):
+        return STATUS_MESSAGES[int(self.status)]
+
+    @property
+    def status_name(self):
+        return status_name(self.status)
+
+    @property
+    def converged(self):
+        return self.status_name == "converged"
+
+    def to_dict(self):
+        """Every field as plain Python / NumPy values (``problem`` and ``trajectory`` left out)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name not in ("problem", "trajectory")}

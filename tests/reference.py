@@ -1,0 +1,80 @@
+"""Plain NumPy references, written straight from the paper's equations.
+
+Independent of the package's kernels: (u, v) form of eq. (SMGD:diag), the
+r(z) sums of Lemma 4 summed term by term, the mirror variable of
+eq. (MGDmirror) by its double sum.
+"""
+
+import numpy as np
+
+
+def smgd_uv(X, y, gamma, beta, steps, u0, v0, batches=None):
+    """Iterates of eq. (SMGD:diag) in the (u, v) form; returns arrays of w± for k = 0..steps.
+
+    ``batches[k]`` lists the sample indices of update k (full batch when None).
+    Row ``s`` of the output is the iterate after ``s`` updates (w_{s+1} in the
+    paper's indexing, w_1 = w_0).
+    """
+    n, d = X.shape
+    u, v = u0.astype(float).copy(), v0.astype(float).copy()
+    u_prev, v_prev = u.copy(), v.copy()
+    w_plus = np.empty((steps + 1, d))
+    w_minus = np.empty((steps + 1, d))
+    grads = np.empty((steps, d))
+    w_plus[0], w_minus[0] = u + v, u - v
+    for k in range(steps):
+        theta = u * v
+        if batches is None:
+            g = X.T @ (X @ theta - y) / n
+        else:
+            rows = batches[k]
+            g = X[rows].T @ (X[rows] @ theta - y[rows]) / len(rows)
+        grads[k] = g
+        u_new = u - gamma * g * v + beta * (u - u_prev)
+        v_new = v - gamma * g * u + beta * (v - v_prev)
+        u_prev, v_prev, u, v = u, v, u_new, v_new
+        w_plus[k + 1], w_minus[k + 1] = u + v, u - v
+    return w_plus, w_minus, grads
+
+
+def r(z):
+    """r(z) = (z - 1) - ln|z| of Lemma 4."""
+    return (z - 1.0) - np.log(np.abs(z))
+
+
+def s_sums(w, beta):
+    """S of Lemma 4 summed term by term over the recorded iterates ``w`` (rows k = 1, 2, ...)."""
+    z = w[1:] / w[:-1]
+    return (r(z) + beta * r(1.0 / z)).sum(axis=0) / (1.0 - beta)
+
+
+def mirror_double_sum(grads, gamma, beta):
+    """γ Σ_{m=1}^N Σ_{k=1}^m β^{m-k} ∇L(θ_k), by the double sum."""
+    N = grads.shape[0]
+    total = np.zeros(grads.shape[1])
+    for m in range(N):
+        weights = beta ** (m - np.arange(m + 1))
+        total += weights @ grads[: m + 1]
+    return gamma * total
+
+
+def heavy_ball_quadratic_closed_form(A, c, x0, gamma, beta, steps):
+    """Heavy ball on f(x) = ½xᵀAx - cᵀx via the eigen-decomposition of its linear recurrence.
+
+    In the eigenbasis of A (eigenvalue a), e_k = x_k - x* obeys
+    e_{k+1} = (1 + β - γa) e_k - β e_{k-1}, e_1 = e_0, solved by the roots of
+    t² - (1+β-γa)t + β = 0 (complex in general).
+    """
+    a, Q = np.linalg.eigh(A)
+    x_star = np.linalg.solve(A, c)
+    e0 = Q.T @ (x0 - x_star)
+    p = 1 + beta - gamma * a
+    disc = np.sqrt((p * p - 4 * beta).astype(complex))
+    t1, t2 = (p + disc) / 2, (p - disc) / 2
+    # e_k = C1 t1^k + C2 t2^k with e_0 = e_1 = e0 (k counts iterates from w_0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        C1 = np.where(np.abs(t1 - t2) > 1e-14, e0 * (1 - t2) / (t1 - t2), e0)
+        C2 = e0 - C1
+    k = steps + 1  # iterate w_{steps+1}
+    e = C1 * t1**k + C2 * t2**k
+    return x_star + Q @ e.real
