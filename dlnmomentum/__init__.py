@@ -8,7 +8,7 @@ Quick tour::
     print(res.summary())
 """
 
-from .mgd import MGDConfig, MGDResult, batch_indices, mgd
+from .mgd import MGDConfig, MGDResult, batch_indices, heavy_ball_quadratic, mgd
 from .problem import Problem, sparse_regression
 from .record import Record
 from .results import Trajectory
@@ -19,5 +19,5 @@ __version__ = "0.1.0"
 __all__ = [
     "CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STATUS_MESSAGES",
     "MGDConfig", "MGDResult", "Problem", "Record", "Trajectory",
-    "batch_indices", "mgd", "sparse_regression",
+    "batch_indices", "heavy_ball_quadratic", "mgd", "sparse_regression",
 ]

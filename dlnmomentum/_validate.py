@@ -1,7 +1,7 @@
 """Validation helpers: every error names the parameter and the allowed range."""
 
-import numbers
 import math
+import numbers
 
 import numpy as np
 
@@ -52,7 +52,7 @@ def as_array(name, value, *, ndim, shape=None, finite=True):
     if arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
     if shape is not None:
-        for axis, (got, want) in enumerate(zip(arr.shape, shape)):
+        for axis, (got, want) in enumerate(zip(arr.shape, shape, strict=True)):
             if want is not None and got != want:
                 raise ValueError(f"{name} must have shape {tuple('*' if s is None else s for s in shape)}, "
                                  f"got {arr.shape} (axis {axis})")

@@ -246,8 +246,9 @@ class MGDRun:
     def advance(self, n_steps, block, offset):
         p, c = self.problem, self.config
         tol = -1.0 if c.tol is None else c.tol
+        X, XT, H, b = p.padded
         return K._mgd_advance(
-            p.X, p.XT, p.y, p.hessian, p.b, p.X_test, p.y_test,
+            X, XT, p.y, H, b, p.X_test, p.y_test,
             c.gamma, c.beta, self.mode, tol,
             self.rng_state, self.perm, c.batch_size or 0, c.replace,
             self.fstate, self.istate, self.counters, n_steps,
@@ -274,7 +275,8 @@ class MGDRun:
         one_minus_beta = 1.0 - c.beta
         s_plus = (f[K.S_SUM_PLUS] + f[K.S_COMP_PLUS]) / one_minus_beta - np.log(np.abs(wp / self.w_plus0))
         s_minus = (f[K.S_SUM_MINUS] + f[K.S_COMP_MINUS]) / one_minus_beta - np.log(np.abs(wm / self.w_minus0))
-        theta0_tilde = 0.25 * (self.w_plus0**2 * np.exp(-2 * s_plus) - self.w_minus0**2 * np.exp(-2 * s_minus))
+        with np.errstate(over="ignore"):  # a diverged run may have huge S±
+            theta0_tilde = 0.25 * (self.w_plus0**2 * np.exp(-2 * s_plus) - self.w_minus0**2 * np.exp(-2 * s_minus))
         trajectory = None
         if len(self.schedule):
             trajectory = trajectory_from_blocks(list(blocks), self.problem.d, self.time_of_step)
@@ -418,3 +420,30 @@ def batch_indices(n, batch_size, steps, *, seed=0, replace=False):
     out = np.zeros((steps, batch_size), dtype=np.int64)
     _fill_batches(state, np.arange(n, dtype=np.int64), bool(replace), out)
     return out
+
+
+def heavy_ball_quadratic(A, c, x0, gamma, beta, steps):
+    """Heavy-ball MGD(γ, β) on the quadratic ``f(x) = ½xᵀAx - cᵀx`` from ``x1 = x0``.
+
+    The paper's Figure 1 setting (and a check of the update rule against the
+    closed form of the linear recurrence). ``A`` must be symmetric.
+
+    Returns
+    -------
+    x : array
+        The iterate after ``steps`` updates.
+    status : int
+        ``MAX_STEPS`` or ``DIVERGED``.
+    """
+    A = as_array("A", A, ndim=2)
+    d = A.shape[0]
+    if A.shape != (d, d) or not np.array_equal(A, A.T):
+        raise ValueError(f"A must be a symmetric square matrix, got shape {A.shape}")
+    c = as_array("c", c, ndim=1, shape=(d,))
+    x = as_array("x0", x0, ndim=1, shape=(d,))
+    gamma = as_float("gamma", gamma, low=0.0, low_open=True)
+    beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
+    steps = as_int("steps", steps, low=0)
+    x_prev = x.copy()
+    code = K._heavy_ball_quadratic(A, c, gamma, beta, x, x_prev, steps)
+    return x, (st.DIVERGED if code == K.DIVERGED else st.MAX_STEPS)

@@ -100,19 +100,40 @@ class Problem:
         return _frozen(self.X.T @ self.y / self.n)
 
     @cached_property
+    def padded(self):
+        """(X, Xᵀ, H, b) zero-padded to a multiple of 16 columns, for the kernels.
+
+        Padding lets the vectorised loops run without scalar tails; padded
+        coordinates carry θ = 0 and ∇L = 0, so results are unchanged bit for bit.
+        """
+        d = self.d
+        dp = -(-d // 16) * 16
+        X = np.zeros((self.n, dp))
+        X[:, :d] = self.X
+        H = np.zeros((dp, dp))
+        H[:d, :d] = self.hessian
+        b = np.zeros(dp)
+        b[:d] = self.b
+        return _frozen(X), _frozen(X.T), _frozen(H), _frozen(b)
+
+    @cached_property
     def curvature_bound(self):
         """Largest eigenvalue of H (the curvature of L)."""
         return float(np.linalg.eigvalsh(self.hessian)[-1])
 
     def train_loss(self, theta):
-        r = self.X @ np.asarray(theta, dtype=np.float64) - self.y
-        return float(r @ r / (2 * self.n))
+        """L(θ) = ‖Xθ - y‖²/(2n) (inf for an overflowing θ)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = self.X @ np.asarray(theta, dtype=np.float64) - self.y
+            return float(r @ r / (2 * self.n))
 
     def test_loss(self, theta):
+        """Same loss on the test set (NaN without one)."""
         if self.n_test == 0:
             return float("nan")
-        r = self.X_test @ np.asarray(theta, dtype=np.float64) - self.y_test
-        return float(r @ r / (2 * self.n_test))
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = self.X_test @ np.asarray(theta, dtype=np.float64) - self.y_test
+            return float(r @ r / (2 * self.n_test))
 
     def summary(self):
         return (f"Problem(n={self.n}, d={self.d}, n_test={self.n_test}"

@@ -93,15 +93,9 @@ REC_DELTA = 3
 N_REC_VECTORS = 4
 
 
-@njit(**JIT_OPTIONS)
-def _neumaier_add(total, comp, term):
-    """One step of Neumaier's compensated summation; returns (total, comp)."""
-    t = total + term
-    if abs(total) >= abs(term):
-        comp += (total - t) + term
-    else:
-        comp += (term - t) + total
-    return t, comp
+#: Working vectors are padded to a multiple of this length so that the
+#: vectorised loops (4 lanes x 4-way interleave) never fall into scalar tails.
+PAD = 16
 
 
 @njit(**JIT_OPTIONS)
@@ -113,7 +107,8 @@ def _theta_from_w(w_plus, w_minus, theta):
 @njit(**JIT_OPTIONS)
 def _half_mean_square_residual(X, y, theta):
     """L(θ) = ‖Xθ - y‖²/(2n) in the data form (accurate down to tiny losses)."""
-    n, d = X.shape
+    n = X.shape[0]
+    d = theta.shape[0]
     total = 0.0
     for m in range(n):
         r = 0.0
@@ -125,81 +120,162 @@ def _half_mean_square_residual(X, y, theta):
 
 
 @njit(**JIT_OPTIONS)
-def _gradient_hessian(H, b, theta, grad):
-    """grad = Hθ - b, the sum over columns j in increasing order (H symmetric)."""
-    d = theta.shape[0]
-    for i in range(d):
-        grad[i] = 0.0
-    for j in range(d):
-        tj = theta[j]
-        for i in range(d):
-            grad[i] += H[j, i] * tj
-    for i in range(d):
+def _axpy_columns(A, coef, count, out):
+    """out[i] = Σ_{j<count} A[j, i]·coef[j], summed over j in increasing order.
+
+    Four columns per pass keep ``out`` in flight for fewer stores; the
+    parenthesisation keeps the per-element order of the plain loop.
+    """
+    width = out.shape[0]
+    for i in range(width):
+        out[i] = 0.0
+    j = 0
+    while j + 4 <= count:
+        c0 = coef[j]
+        c1 = coef[j + 1]
+        c2 = coef[j + 2]
+        c3 = coef[j + 3]
+        a0 = A[j]
+        a1 = A[j + 1]
+        a2 = A[j + 2]
+        a3 = A[j + 3]
+        for i in range(width):
+            out[i] = (((out[i] + a0[i] * c0) + a1[i] * c1) + a2[i] * c2) + a3[i] * c3
+        j += 4
+    while j < count:
+        c0 = coef[j]
+        a0 = A[j]
+        for i in range(width):
+            out[i] += a0[i] * c0
+        j += 1
+
+
+@njit(**JIT_OPTIONS)
+def _gradient_hessian(H, b, theta, d, grad):
+    """grad = Hθ - b (H symmetric, zero-padded), the sum over j < d in increasing order."""
+    _axpy_columns(H, theta, d, grad)
+    for i in range(grad.shape[0]):
         grad[i] -= b[i]
 
 
 @njit(**JIT_OPTIONS)
-def _gradient_data(X, XT, y, theta, resid, grad):
-    """grad = Xᵀ(Xθ - y)/n; returns L(θ) from the same residual."""
-    n, d = X.shape
-    for m in range(n):
-        resid[m] = 0.0
-    for j in range(d):
-        tj = theta[j]
-        for m in range(n):
-            resid[m] += XT[j, m] * tj
+def _gradient_data(X, XT, y, theta, d, resid, grad):
+    """grad = Xᵀ(Xθ - y)/n (X, XT zero-padded); returns L(θ) from the same residual."""
+    n = X.shape[0]
+    _axpy_columns(XT, theta, d, resid)
     loss = 0.0
     for m in range(n):
         resid[m] -= y[m]
         loss += resid[m] * resid[m]
-    for i in range(d):
-        grad[i] = 0.0
-    for m in range(n):
-        rm = resid[m]
-        for i in range(d):
-            grad[i] += X[m, i] * rm
-    for i in range(d):
+    _axpy_columns(X, resid, n, grad)
+    for i in range(grad.shape[0]):
         grad[i] /= n
     return loss / (2.0 * n)
 
 
 @njit(**JIT_OPTIONS)
-def _gradient_batch(X, y, batch, theta, resid, grad):
-    """grad = Σ_{m∈B} x_m(⟨x_m, θ⟩ - y_m)/|B| over the rows listed in ``batch``."""
-    d = theta.shape[0]
+def _gradient_batch(X, y, batch, theta, d, resid, grad):
+    """grad = Σ_{q} x_{B_q}(⟨x_{B_q}, θ⟩ - y_{B_q})/|B| over the rows listed in ``batch``."""
     nb = batch.shape[0]
-    for i in range(d):
-        grad[i] = 0.0
+    width = grad.shape[0]
     for q in range(nb):
         row = batch[q]
         r = 0.0
         for j in range(d):
             r += X[row, j] * theta[j]
         resid[q] = r - y[row]
+    for i in range(width):
+        grad[i] = 0.0
     for q in range(nb):
-        row = batch[q]
+        xr = X[batch[q]]
         rq = resid[q]
-        for i in range(d):
-            grad[i] += X[row, i] * rq
-    for i in range(d):
+        for i in range(width):
+            grad[i] += xr[i] * rq
+    for i in range(width):
         grad[i] /= nb
 
 
 @njit(**JIT_OPTIONS)
-def _record_row(X, y, X_test, y_test, fstate, theta, step, row, rec_step, rec_vectors, rec_losses):
-    d = theta.shape[0]
-    _theta_from_w(fstate[W_PLUS], fstate[W_MINUS], theta)
+def _propose(grad, gamma, beta, wp, wp_prev, wm, wm_prev, new_p, new_m, theta_new):
+    """The update of eq. (w_mgd) into ``new_*`` and θ of the new iterate into ``theta_new``.
+
+    Returns False if an iterate leaves (-OVERFLOW, OVERFLOW) (NaN included).
+    """
+    ok = True
+    for i in range(grad.shape[0]):
+        gg = gamma * grad[i]
+        a = wp[i] - gg * wp[i] + beta * (wp[i] - wp_prev[i])
+        c = wm[i] + gg * wm[i] + beta * (wm[i] - wm_prev[i])
+        new_p[i] = a
+        new_m[i] = c
+        theta_new[i] = (a * a - c * c) * 0.25
+        ok &= (abs(a) < OVERFLOW) & (abs(c) < OVERFLOW)
+    return ok
+
+
+@njit(**JIT_OPTIONS)
+def _accumulate_s(w, w_new, inv_w, beta, total, comp):
+    """A += δ(1/w - β/w_new), δ = w_new - w (Neumaier); ``inv_w`` becomes 1/w_new.
+
+    Returns the number of coordinates that changed sign.
+    """
+    changes = 0
+    for i in range(w.shape[0]):
+        a = w_new[i]
+        inv_a = 1.0 / a
+        term = (a - w[i]) * (inv_w[i] - beta * inv_a)
+        s = total[i]
+        t = s + term
+        comp[i] += ((s - t) + term) if abs(s) >= abs(term) else ((term - t) + s)
+        total[i] = t
+        inv_w[i] = inv_a
+        changes += (a < 0.0) != (w[i] < 0.0)
+    return changes
+
+
+@njit(**JIT_OPTIONS)
+def _accumulate_mirror(grad, gamma, beta, momentum, total, comp):
+    """M = βM + ∇L; G += γM (Neumaier)."""
+    for i in range(grad.shape[0]):
+        m = beta * momentum[i] + grad[i]
+        momentum[i] = m
+        term = gamma * m
+        s = total[i]
+        t = s + term
+        comp[i] += ((s - t) + term) if abs(s) >= abs(term) else ((term - t) + s)
+        total[i] = t
+
+
+@njit(**JIT_OPTIONS)
+def _update_min_delta(w_plus, w_minus, min_delta):
+    for i in range(w_plus.shape[0]):
+        delta = abs(w_plus[i] * w_minus[i])
+        min_delta[i] = delta if delta < min_delta[i] else min_delta[i]
+
+
+@njit(**JIT_OPTIONS)
+def _log_crossings(old, new, step, count, first, last):
+    for i in range(count.shape[0]):
+        if (new[i] < 0.0) != (old[i] < 0.0):
+            count[i] += 1
+            if count[i] == 1:
+                first[i] = step
+            last[i] = step
+
+
+@njit(**JIT_OPTIONS)
+def _record_row(X, y, X_test, y_test, wp, wm, theta, step, row, rec_step, rec_vectors, rec_losses):
+    d = rec_vectors.shape[2]
+    _theta_from_w(wp, wm, theta)
     rec_step[row] = step
     for i in range(d):
-        wp = fstate[W_PLUS, i]
-        wm = fstate[W_MINUS, i]
         rec_vectors[row, REC_THETA, i] = theta[i]
-        rec_vectors[row, REC_W_PLUS, i] = wp
-        rec_vectors[row, REC_W_MINUS, i] = wm
-        rec_vectors[row, REC_DELTA, i] = abs(wp * wm)
-    rec_losses[row, 0] = _half_mean_square_residual(X, y, theta)
+        rec_vectors[row, REC_W_PLUS, i] = wp[i]
+        rec_vectors[row, REC_W_MINUS, i] = wm[i]
+        rec_vectors[row, REC_DELTA, i] = abs(wp[i] * wm[i])
+    rec_losses[row, 0] = _half_mean_square_residual(X, y, theta[:d])
     if X_test.shape[0] > 0:
-        rec_losses[row, 1] = _half_mean_square_residual(X_test, y_test, theta)
+        rec_losses[row, 1] = _half_mean_square_residual(X_test, y_test, theta[:d])
     else:
         rec_losses[row, 1] = np.nan
 
@@ -214,12 +290,14 @@ def _mgd_advance(
 ):
     """Advance one run by at most ``n_steps`` updates, in place.
 
-    Parameters are the problem arrays (``XT`` = Xᵀ contiguous; ``H``, ``b`` used in
-    ``MODE_HESSIAN``), the hyperparameters, the random state (``rng_state``
-    uint64[4] and permutation ``perm``, used in ``MODE_MINIBATCH``), the run
-    state (``fstate``, ``istate``, ``counters``) and the recording schedule:
-    the state after ``s`` updates is written to row ``record_cursor[0] -
-    record_offset`` of the ``rec_*`` buffers when ``s == record_steps[record_cursor[0]]``.
+    Parameters are the problem arrays, zero-padded to ``dp`` columns (``dp`` a
+    multiple of ``PAD``; ``X`` (n, dp), ``XT`` (dp, n), ``H`` (dp, dp), ``b`` (dp,)
+    used in ``MODE_HESSIAN``; ``X_test`` unpadded), the hyperparameters, the
+    random state (``rng_state`` uint64[4] and permutation ``perm``, used in
+    ``MODE_MINIBATCH``), the run state (``fstate``, ``istate``, ``counters``,
+    unpadded ``d`` columns) and the recording schedule: the state after ``s``
+    updates is written to row ``record_cursor[0] - record_offset`` of the
+    ``rec_*`` buffers when ``s == record_steps[record_cursor[0]]``.
 
     ``tol < 0`` disables the convergence test; otherwise the run stops, before
     updating, at the first iterate whose train loss is ``<= tol``.
@@ -228,102 +306,104 @@ def _mgd_advance(
     ``DIVERGED`` (the update would make an iterate non-finite or larger than
     ``OVERFLOW``; the state is left at the last finite iterate).
     """
-    n, d = X.shape
-    theta = np.empty(d)
-    grad = np.empty(d)
-    resid = np.empty(max(n, 1))
+    n = X.shape[0]
+    d = fstate.shape[1]
+    dp = H.shape[0]
+    # Padded working copies: the padding coordinates hold w = 1, θ = 0, ∇L = 0
+    # and never change, so the real coordinates get exactly the unpadded bits.
+    work = np.ones((N_FLOAT_ROWS + 2, dp))
+    work[S_SUM_PLUS:, :] = 0.0
+    work[:N_FLOAT_ROWS, :d] = fstate
+    wp = work[W_PLUS]
+    wm = work[W_MINUS]
+    wp_prev = work[W_PLUS_PREV]
+    wm_prev = work[W_MINUS_PREV]
+    new_p = work[N_FLOAT_ROWS]
+    new_m = work[N_FLOAT_ROWS + 1]
+    inv_p = 1.0 / wp
+    inv_m = 1.0 / wm
+    theta = np.zeros(dp)
+    grad = np.zeros(dp)
+    resid = np.zeros(max(n, batch_size, 1))
     batch = np.empty(max(batch_size, 1), dtype=np.int64)
-    new_plus = np.empty(d)
-    new_minus = np.empty(d)
-    inv_plus = np.empty(d)
-    inv_minus = np.empty(d)
-    for i in range(d):
-        inv_plus[i] = 1.0 / fstate[W_PLUS, i]
-        inv_minus[i] = 1.0 / fstate[W_MINUS, i]
     n_record = record_steps.shape[0]
     step = counters[0]
     stop = step + n_steps
     status = RUNNING
 
+    _theta_from_w(wp, wm, theta)
     while True:
         cur = record_cursor[0]
         if cur < n_record and record_steps[cur] == step:
-            _record_row(X, y, X_test, y_test, fstate, theta, step, cur - record_offset,
-                        rec_step, rec_vectors, rec_losses)
+            _record_row(X, y, X_test, y_test, wp, wm, theta, step,
+                        cur - record_offset, rec_step, rec_vectors, rec_losses)
             record_cursor[0] = cur + 1
         if step >= stop:
             break
 
-        _theta_from_w(fstate[W_PLUS], fstate[W_MINUS], theta)
         if mode == MODE_DATA:
-            loss = _gradient_data(X, XT, y, theta, resid, grad)
+            loss = _gradient_data(X, XT, y, theta, d, resid, grad)
             if tol >= 0.0 and loss <= tol:
                 status = CONVERGED
                 break
         else:
-            if tol >= 0.0 and _half_mean_square_residual(X, y, theta) <= tol:
+            if tol >= 0.0 and _half_mean_square_residual(X, y, theta[:d]) <= tol:
                 status = CONVERGED
                 break
             if mode == MODE_HESSIAN:
-                _gradient_hessian(H, b, theta, grad)
+                _gradient_hessian(H, b, theta, d, grad)
             else:
                 _draw_batch(rng_state, perm, batch[:batch_size], replace)
-                _gradient_batch(X, y, batch[:batch_size], theta, resid, grad)
+                _gradient_batch(X, y, batch[:batch_size], theta, d, resid, grad)
 
-        finite = True
-        for i in range(d):
-            gg = gamma * grad[i]
-            wp = fstate[W_PLUS, i]
-            wm = fstate[W_MINUS, i]
-            a = wp - gg * wp + beta * (wp - fstate[W_PLUS_PREV, i])
-            c = wm + gg * wm + beta * (wm - fstate[W_MINUS_PREV, i])
-            new_plus[i] = a
-            new_minus[i] = c
-            if not (abs(a) < OVERFLOW and abs(c) < OVERFLOW):
-                finite = False
-        if not finite:
+        if not _propose(grad, gamma, beta, wp, wp_prev, wm, wm_prev, new_p, new_m, theta):
             status = DIVERGED
+            _theta_from_w(wp, wm, theta)
             break
         step += 1
+        changes_p = _accumulate_s(wp, new_p, inv_p, beta, work[S_SUM_PLUS], work[S_COMP_PLUS])
+        changes_m = _accumulate_s(wm, new_m, inv_m, beta, work[S_SUM_MINUS], work[S_COMP_MINUS])
+        _accumulate_mirror(grad, gamma, beta, work[GRAD_MOMENTUM], work[MIRROR_SUM], work[MIRROR_COMP])
+        _update_min_delta(new_p, new_m, work[MIN_DELTA])
+        if changes_p:
+            _log_crossings(wp, new_p, step, istate[CROSS_PLUS], istate[FIRST_CROSS_PLUS], istate[LAST_CROSS_PLUS])
+        if changes_m:
+            _log_crossings(wm, new_m, step, istate[CROSS_MINUS], istate[FIRST_CROSS_MINUS],
+                           istate[LAST_CROSS_MINUS])
+        # Rotate buffers instead of copying: prev <- current <- new <- old prev.
+        wp_prev, wp, new_p = wp, new_p, wp_prev
+        wm_prev, wm, new_m = wm, new_m, wm_prev
 
-        for i in range(d):
-            wp = fstate[W_PLUS, i]
-            wm = fstate[W_MINUS, i]
-            a = new_plus[i]
-            c = new_minus[i]
-            inv_a = 1.0 / a
-            inv_c = 1.0 / c
-            dp = a - wp
-            dm = c - wm
-            fstate[S_SUM_PLUS, i], fstate[S_COMP_PLUS, i] = _neumaier_add(
-                fstate[S_SUM_PLUS, i], fstate[S_COMP_PLUS, i], dp * (inv_plus[i] - beta * inv_a))
-            fstate[S_SUM_MINUS, i], fstate[S_COMP_MINUS, i] = _neumaier_add(
-                fstate[S_SUM_MINUS, i], fstate[S_COMP_MINUS, i], dm * (inv_minus[i] - beta * inv_c))
-            mom = beta * fstate[GRAD_MOMENTUM, i] + grad[i]
-            fstate[GRAD_MOMENTUM, i] = mom
-            fstate[MIRROR_SUM, i], fstate[MIRROR_COMP, i] = _neumaier_add(
-                fstate[MIRROR_SUM, i], fstate[MIRROR_COMP, i], gamma * mom)
-            if (a < 0.0) != (wp < 0.0):
-                istate[CROSS_PLUS, i] += 1
-                if istate[CROSS_PLUS, i] == 1:
-                    istate[FIRST_CROSS_PLUS, i] = step
-                istate[LAST_CROSS_PLUS, i] = step
-            if (c < 0.0) != (wm < 0.0):
-                istate[CROSS_MINUS, i] += 1
-                if istate[CROSS_MINUS, i] == 1:
-                    istate[FIRST_CROSS_MINUS, i] = step
-                istate[LAST_CROSS_MINUS, i] = step
-            delta = abs(a * c)
-            if delta < fstate[MIN_DELTA, i]:
-                fstate[MIN_DELTA, i] = delta
-            fstate[W_PLUS_PREV, i] = wp
-            fstate[W_MINUS_PREV, i] = wm
-            fstate[W_PLUS, i] = a
-            fstate[W_MINUS, i] = c
-            inv_plus[i] = inv_a
-            inv_minus[i] = inv_c
-
+    fstate[W_PLUS] = wp[:d]
+    fstate[W_MINUS] = wm[:d]
+    fstate[W_PLUS_PREV] = wp_prev[:d]
+    fstate[W_MINUS_PREV] = wm_prev[:d]
+    for row in range(S_SUM_PLUS, N_FLOAT_ROWS):
+        fstate[row] = work[row, :d]
     counters[0] = step
     return status
 
 
+@njit(**JIT_OPTIONS)
+def _heavy_ball_quadratic(A, c, gamma, beta, x, x_prev, n_steps):
+    """Heavy ball on f(x) = ½xᵀAx - cᵀx, in place: x_{k+1} = x_k - γ(Ax_k - c) + β(x_k - x_{k-1}).
+
+    Returns ``DIVERGED`` if an iterate leaves (-OVERFLOW, OVERFLOW), else ``RUNNING``.
+    """
+    d = x.shape[0]
+    grad = np.empty(d)
+    new = np.empty(d)
+    for _ in range(n_steps):
+        _axpy_columns(A, x, d, grad)
+        ok = True
+        for i in range(d):
+            xi = x[i]
+            v = xi - gamma * (grad[i] - c[i]) + beta * (xi - x_prev[i])
+            new[i] = v
+            ok &= abs(v) < OVERFLOW
+        if not ok:
+            return DIVERGED
+        for i in range(d):
+            x_prev[i] = x[i]
+            x[i] = new[i]
+    return RUNNING
