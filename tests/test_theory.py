@@ -1,0 +1,533 @@
+"""Tests of dlnmomentum.theory against independent references.
+
+References used: the MGD / discretised-MGF recursions themselves (parameter maps), mpmath at high precision
+(entropy, Bregman divergence), finite differences (gradient, Hessian), closed-form limits (Lemma 5, the
+quadratic regime, Euclidean projection), scipy's trust-constr and HiGHS LP solvers (implicit bias), and
+a brute-force vertex enumeration (minimum-ℓ1 interpolator).
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.optimize
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dlnmomentum import theory
+
+EPS = np.finfo(float).eps
+
+
+def sparse_regression(n, d, s, seed, mu=1.0, sigma=1.0):
+    """The paper's data: x_i ~ N(mu 1, sigma² I), y = X θ*, θ* s-sparse with entries 1/sqrt(s)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(mu, sigma, size=(n, d))
+    theta_star = np.zeros(d)
+    theta_star[:s] = 1.0 / np.sqrt(s)
+    return X, X @ theta_star, theta_star
+
+
+def kkt_residuals(X, y, theta, delta, theta0):
+    """Independent KKT check: (‖Xθ - y‖/‖y‖, ‖Π_null(X)(∇ψ(θ) - ∇ψ(θ̃₀))‖ / ‖∇ψ(θ) - ∇ψ(θ̃₀)‖)."""
+    primal = np.linalg.norm(X @ theta - y) / np.linalg.norm(y)
+    delta = np.broadcast_to(delta, theta.shape)
+    theta0 = np.broadcast_to(theta0, theta.shape)
+    gap = 0.5 * (np.arcsinh(2 * theta / delta) - np.arcsinh(2 * theta0 / delta))
+    null = scipy.linalg.null_space(X)
+    stationarity = np.linalg.norm(null.T @ gap) / np.linalg.norm(gap)
+    return primal, stationarity
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. Parameter maps
+# ------------------------------------------------------------------------------------------------
+
+def test_parameter_maps_closed_forms():
+    assert theory.lam(0.1, 0.9) == pytest.approx(10.0, rel=1e-13)
+    assert theory.eps(0.1, 0.9) == pytest.approx(1.0, rel=1e-13)
+    assert theory.lam_central(0.1, 0.9) == pytest.approx(1.9 * 0.1 / (2 * 0.01), rel=1e-13)
+    assert theory.lam(0.3, 0.0) == pytest.approx(0.3, rel=1e-15)        # no momentum: λ = γ
+    assert theory.lam_central(0.3, 0.0) == pytest.approx(0.15, rel=1e-15)
+    gamma, beta = theory.from_lam_eps(10.0, 1.0)
+    assert (gamma, beta) == (pytest.approx(0.1, rel=1e-14), pytest.approx(0.9, rel=1e-14))
+    assert isinstance(theory.lam(0.1, 0.5), float)
+
+
+@pytest.mark.parametrize("gamma, beta", [(0.01, 0.0), (0.05, 0.5), (0.2, 0.9), (1e-4, 0.999)])
+def test_maps_reproduce_the_discretisations(gamma, beta):
+    """Proposition 1 and Appendix A: one MGD step solves the backward / central discretised MGF(λ)."""
+    rng = np.random.default_rng(0)
+    w_prev, w, grad = rng.normal(size=(3, 7))
+    w_next = w - gamma * grad + beta * (w - w_prev)                      # MGD(γ, β)
+    lam, step = theory.lam(gamma, beta), theory.eps(gamma, beta)
+    backward = lam * (w_next - 2 * w + w_prev) / step**2 + (w - w_prev) / step + grad
+    np.testing.assert_allclose(backward, 0.0, atol=1e-9 * (1 + lam / step**2))
+    lam_c = theory.lam_central(gamma, beta)
+    central = lam_c * (w_next - 2 * w + w_prev) / step**2 + (w_next - w_prev) / (2 * step) + grad
+    np.testing.assert_allclose(central, 0.0, atol=1e-9 * (1 + lam_c / step**2))
+    # the two λ's differ by the factor (1 + β)/2 and agree as β → 1
+    assert lam_c / lam == pytest.approx((1 + beta) / 2, rel=1e-13)
+
+
+@settings(max_examples=60, deadline=None)
+@given(gamma=st.floats(1e-8, 10.0), beta=st.floats(0.0, 0.9999))
+def test_from_lam_eps_round_trip(gamma, beta):
+    g, b = theory.from_lam_eps(theory.lam(gamma, beta), theory.eps(gamma, beta))
+    assert g == pytest.approx(gamma, rel=1e-9)
+    assert b == pytest.approx(beta, rel=1e-9, abs=1e-12)
+    lam, step = theory.lam(gamma, beta), theory.eps(gamma, beta)
+    assert step == pytest.approx(np.sqrt(lam * gamma), rel=1e-12)       # ε = sqrt(λγ)
+
+
+@settings(max_examples=60, deadline=None)
+@given(gamma=st.floats(1e-6, 1.0), beta=st.floats(0.5, 0.999), rho=st.floats(0.01, 2.0))
+def test_accelerate_keeps_lambda_and_scales_eps(gamma, beta, rho):
+    if rho * (1 - beta) > 1:
+        return
+    g_hat, b_hat = theory.accelerate(gamma, beta, rho)
+    assert g_hat == pytest.approx(rho**2 * gamma, rel=1e-14)
+    assert b_hat == pytest.approx(1 - rho * (1 - beta), rel=1e-12, abs=1e-15)
+    assert theory.lam(g_hat, b_hat) == pytest.approx(theory.lam(gamma, beta), rel=1e-9)
+    assert theory.eps(g_hat, b_hat) == pytest.approx(rho * theory.eps(gamma, beta), rel=1e-9)
+
+
+def test_accelerate_examples():
+    assert theory.accelerate(0.1, 0.9, 2.0) == (pytest.approx(0.4), pytest.approx(0.8))
+    assert theory.accelerate(0.1, 0.9, 1.0) == (pytest.approx(0.1), pytest.approx(0.9))
+    # Corollary 1's footnote: 1 - ρ(1 - β) = β^ρ + O((1 - β)²)
+    for one_minus_beta in (1e-2, 1e-3):
+        _, b_hat = theory.accelerate(1.0, 1 - one_minus_beta, 3.0)
+        assert abs(b_hat - (1 - one_minus_beta) ** 3) <= 4 * one_minus_beta**2
+
+
+def test_parameter_maps_broadcast_arrays():
+    gammas = np.array([0.1, 0.2, 0.4])
+    np.testing.assert_allclose(theory.lam(gammas, 0.5), gammas / 0.25, rtol=1e-14)
+    betas = np.array([[0.0], [0.5]])
+    out = theory.eps(gammas, betas)
+    assert out.shape == (2, 3)
+    np.testing.assert_allclose(out, gammas / (1 - betas), rtol=1e-14)
+    g, b = theory.from_lam_eps(np.array([10.0, 4.0]), np.array([1.0, 2.0]))
+    np.testing.assert_allclose(g, [0.1, 1.0], rtol=1e-14)
+    np.testing.assert_allclose(b, [0.9, 0.5], rtol=1e-14)
+    g, b = theory.accelerate(0.1, np.array([0.9, 0.95]), 2.0)
+    np.testing.assert_allclose(b, [0.8, 0.9], rtol=1e-14)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: theory.lam(0.0, 0.5), "gamma"),
+    (lambda: theory.lam(-1.0, 0.5), "gamma"),
+    (lambda: theory.lam(np.inf, 0.5), "gamma"),
+    (lambda: theory.eps(np.nan, 0.5), "gamma"),
+    (lambda: theory.lam(0.1, 1.0), "beta"),
+    (lambda: theory.eps(0.1, -0.1), "beta"),
+    (lambda: theory.lam_central(0.1, np.array([0.5, 1.5])), "beta"),
+    (lambda: theory.from_lam_eps(0.0, 0.1), "lam"),
+    (lambda: theory.from_lam_eps(1.0, -0.1), "eps"),
+    (lambda: theory.from_lam_eps(1.0, 2.0), "eps"),
+    (lambda: theory.accelerate(0.1, 0.5, 0.0), "rho"),
+    (lambda: theory.accelerate(0.1, 0.5, 3.0), "rho"),
+    (lambda: theory.accelerate(0.1, 1.0, 2.0), "beta"),
+])
+def test_parameter_validation(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+def test_small_lambda_bound():
+    X = np.arange(12.0).reshape(3, 4)
+    y = np.array([1.0, 2.0, 2.0])                    # ‖y‖² = 9
+    assert theory.small_lambda_bound(X, y, [0.5, 0.2, 0.3, 0.9]) == pytest.approx(3 * 0.2 / 9, rel=1e-15)
+    assert theory.small_lambda_bound(X, y, 0.4) == pytest.approx(3 * 0.4 / 9, rel=1e-15)
+    with pytest.raises(ValueError, match="delta0"):
+        theory.small_lambda_bound(X, y, [0.5, -0.2, 0.3, 0.9])
+    with pytest.raises(ValueError, match="delta0"):
+        theory.small_lambda_bound(X, y, [0.5, 0.2])
+    with pytest.raises(ValueError, match="y"):
+        theory.small_lambda_bound(X, np.zeros(3), 0.1)
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. Hyperbolic entropy, gradient, Hessian, Bregman divergence
+# ------------------------------------------------------------------------------------------------
+
+def _mp_entropy(mp, t, d):
+    t, d = mp.mpf(t), mp.mpf(d)
+    return (2 * t * mp.asinh(2 * t / d) - mp.sqrt(4 * t * t + d * d) + d) / 4
+
+
+def _mp_bregman(mp, t1, t2, d):
+    grad2 = mp.asinh(2 * mp.mpf(t2) / mp.mpf(d)) / 2
+    return _mp_entropy(mp, t1, d) - _mp_entropy(mp, t2, d) - grad2 * (mp.mpf(t1) - mp.mpf(t2))
+
+
+def _relative_ulps(value, reference):
+    return float(abs((value - reference) / reference)) / EPS
+
+
+THETAS = [0.0, 1e-300, -1e-200, 1e-20, -1e-3, 0.5, -1.0, 7.0, -1e3, 1e6, -1e6]
+DELTAS = [1e-300, 1e-150, 1e-12, 1e-3, 1.0, 1e3, 1e12, 1e150, 1e300]
+
+
+def test_entropy_matches_mpmath_at_extreme_scales():
+    mpmath = pytest.importorskip("mpmath")
+    with mpmath.workdps(1300):                    # enough digits for the naive formula at Δ/θ ~ 1e600
+        for d in DELTAS:
+            values = theory.hyperbolic_entropy(np.array(THETAS)[:, None], d)
+            for t, value in zip(THETAS, values, strict=True):
+                ref = _mp_entropy(mpmath, t, d)
+                assert np.isfinite(value) and value >= 0
+                if abs(ref) > 1e-290:             # normal (non-subnormal) results: a few ulps
+                    assert _relative_ulps(value, ref) < 4, (t, d, value, ref)
+                else:
+                    assert value <= 1e-280
+
+
+def test_bregman_matches_mpmath():
+    mpmath = pytest.importorskip("mpmath")
+    rng = np.random.default_rng(1)
+    cases = []
+    for d in DELTAS:
+        for t in (1e-250, 3e-7, 0.8, 1e6):
+            cases.append((t, -0.6 * t, d))                       # opposite signs
+            cases.append((t, t * (1 + 3e-14), d))                # nearly equal: θ₁ - θ₂ exact
+            cases.append((-t, -t * (1 + 1e-5), d))
+            cases.append((t, 0.0, d))
+    for _ in range(40):                                          # random scales
+        d = 10.0 ** rng.uniform(-300, 300)
+        t1, t2 = rng.choice([-1, 1], 2) * 10.0 ** rng.uniform(-300, 6, 2)
+        cases.append((t1, t2, d))
+    with mpmath.workdps(1300):
+        for t1, t2, d in cases:
+            value = theory.bregman(t1, t2, d)
+            ref = _mp_bregman(mpmath, t1, t2, d)
+            assert np.isfinite(value) and value >= 0
+            if abs(ref) > 1e-290:
+                assert _relative_ulps(value, ref) < 8, (t1, t2, d, value, ref)
+            else:
+                assert value <= 1e-280
+
+
+def test_entropy_and_bregman_vectorised_and_finite_at_extremes():
+    theta = np.array([1e6, -1e6, 1e6, -1e6, 0.0])
+    delta = np.array([1e-300, 1e-300, 1e300, 1e300, 1e-300])
+    value = theory.hyperbolic_entropy(theta, delta)
+    assert np.isfinite(value)
+    # θ ≫ Δ: ψ ≈ (|θ|/2)(ln(4|θ|/Δ) - 1) (error O(Δ/|θ|)), θ ≪ Δ: ψ ≈ θ²/(2Δ)
+    big = 0.5e6 * (np.log(4e6) - np.log(1e-300) - 1.0)
+    assert value == pytest.approx(2 * big + 2 * 1e12 / 2e300, rel=1e-15)
+    div = theory.bregman(theta, theta[::-1], delta)
+    assert np.isfinite(div) and div > 0
+    assert theory.bregman(theta, theta, delta) == 0.0
+    # scalar / batched shapes
+    batch = theory.hyperbolic_entropy(np.ones((4, 3)), 1.0)
+    assert batch.shape == (4,)
+    np.testing.assert_allclose(batch, 3 * theory.hyperbolic_entropy(1.0, 1.0), rtol=1e-15)
+
+
+def test_bregman_identities():
+    rng = np.random.default_rng(2)
+    theta = rng.normal(size=50) * 10.0 ** rng.uniform(-5, 5, 50)
+    delta = 10.0 ** rng.uniform(-10, 10, 50)
+    # ψ(0) = 0 and ∇ψ(0) = 0, so D(θ, 0) = ψ(θ)
+    psi = theory.hyperbolic_entropy(theta, delta)
+    assert theory.bregman(theta, 0.0, delta) == pytest.approx(psi, rel=1e-13)
+    # Three-point identity D(a,c) = D(a,b) + D(b,c) + <∇ψ(b) - ∇ψ(c), a - b>, on well-conditioned data
+    a, b, c = rng.normal(size=(3, 20))
+    dl = rng.uniform(0.5, 2.0, 20)
+    lhs = theory.bregman(a, c, dl)
+    cross = np.dot(theory.hyperbolic_entropy_grad(b, dl) - theory.hyperbolic_entropy_grad(c, dl), a - b)
+    rhs = theory.bregman(a, b, dl) + theory.bregman(b, c, dl) + cross
+    assert lhs == pytest.approx(rhs, rel=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    t1=st.floats(-1e6, 1e6, allow_subnormal=False),
+    t2=st.floats(-1e6, 1e6, allow_subnormal=False),
+    log_delta=st.floats(-300, 300),
+)
+def test_bregman_nonnegative_property(t1, t2, log_delta):
+    delta = 10.0**log_delta
+    value = theory.bregman(t1, t2, delta)
+    assert np.isfinite(value) and value >= 0.0
+    if t1 != t2 and abs(t1 - t2) > 1e-150 * max(1.0, delta):
+        assert value > 0.0
+    psi = theory.hyperbolic_entropy(t1, delta)
+    assert np.isfinite(psi) and psi >= 0.0
+
+
+def test_entropy_tends_to_weighted_l1_as_delta_vanishes():
+    """Lemma 5 (entropy_asymptotics): ψ_Δ(θ) ∝ Σ ln(1/Δᵢ)|θᵢ| as Δ → 0.
+
+    NOTE: with eq. hyperbolic_entropy the equivalent is ½ Σ ln(1/Δᵢ)|θᵢ| (2θ arcsinh(2θ/Δ) ~ 2|θ| ln(1/Δ));
+    the paper's Lemma 5 writes ¼, for which the ratio tends to 2.  Checked here: ratio → 1 with ½.
+    """
+    theta = np.array([0.3, -1.2, 2.0, 0.0])
+    errors = []
+    for k in (10, 30, 100, 300):
+        delta = 10.0**-k
+        psi = theory.hyperbolic_entropy(theta, delta)
+        ratio = psi / (0.5 * np.log(1 / delta) * np.abs(theta).sum())
+        errors.append(abs(ratio - 1))
+        # expansion: ψ = Σ (|θ|/2)(ln(4|θ|/Δ) - 1) + Δ/4 + O(Δ²): relative error ≲ max|ln 4|θ| - 1| / ln(1/Δ)
+        assert abs(ratio - 1) <= np.max(np.abs(np.log(4 * np.abs(theta[:3])) - 1)) / np.log(1 / delta)
+        nonzero = np.abs(theta[:3])
+        expansion = np.sum(0.5 * nonzero * (np.log(4 * nonzero / delta) - 1) + delta / 4)
+        assert psi == pytest.approx(expansion, rel=1e-14)
+        paper_ratio = psi / (0.25 * np.log(1 / delta) * np.abs(theta).sum())
+        assert abs(paper_ratio - 2) <= 2 * errors[-1] + 1e-15
+    assert errors == sorted(errors, reverse=True)
+    assert errors[-1] < 0.01
+    # coordinate-wise Δ
+    delta = np.array([1e-300, 1e-200, 1e-250, 1e-100])
+    ratio = theory.hyperbolic_entropy(theta, delta) / (0.5 * np.sum(np.log(1 / delta) * np.abs(theta)))
+    assert abs(ratio - 1) < 0.01
+
+
+def test_entropy_tends_to_quadratic_as_delta_grows():
+    theta = np.array([0.3, -1.2, 2.0, 1e6])
+    for delta in (1e3, 1e8, 1e20, 1e300):
+        exact = np.sum(theta**2 / (2 * delta))
+        # ψ = Σ θ²/(2Δ) (1 - θ²/(3Δ²) + ...)
+        assert theory.hyperbolic_entropy(theta, delta) == pytest.approx(
+            exact, rel=max(4 * EPS, (np.max(np.abs(theta)) / delta) ** 2))
+
+
+@pytest.mark.parametrize("delta", [0.01, 1.0, 100.0])
+def test_gradient_and_hessian_match_finite_differences(delta):
+    theta = np.array([-3.0, -0.4, -1e-3, 0.0, 2e-3, 0.7, 5.0]) * np.sqrt(delta)
+    grad = theory.hyperbolic_entropy_grad(theta, delta)
+    hess = theory.hyperbolic_entropy_hess(theta, delta)
+    for i, t in enumerate(theta):
+        h = 1e-4 * max(abs(t), delta)
+        plus, minus = theta.copy(), theta.copy()
+        plus[i] += h
+        minus[i] -= h
+        fd_grad = (theory.hyperbolic_entropy(plus, delta) - theory.hyperbolic_entropy(minus, delta)) / (2 * h)
+        assert grad[i] == pytest.approx(fd_grad, rel=1e-6, abs=1e-9)
+        grad_plus, grad_minus = theory.hyperbolic_entropy_grad(np.array([t + h, t - h]), delta)
+        fd_hess = (grad_plus - grad_minus) / (2 * h)
+        assert hess[i] == pytest.approx(fd_hess, rel=1e-6)
+    np.testing.assert_allclose(hess, 1 / np.sqrt(4 * theta**2 + delta**2), rtol=1e-14)
+
+
+def test_gradient_and_hessian_at_extremes():
+    # arcsinh(x) = ln(2x) + O(x⁻²) for x = 2e306
+    assert theory.hyperbolic_entropy_grad(1e6, 1e-300) == pytest.approx(0.5 * np.log(4e306), rel=1e-15)
+    expected = -0.5 * (np.log(4e6) - np.log(1e-310))             # 2θ/Δ overflows: log-domain branch
+    assert theory.hyperbolic_entropy_grad(-1e6, 1e-310) == pytest.approx(expected, rel=1e-15)
+    assert theory.hyperbolic_entropy_grad(1e-6, 1e300) == pytest.approx(1e-306, rel=1e-15)
+    assert theory.hyperbolic_entropy_hess(1e6, 1e300) == pytest.approx(1e-300, rel=1e-15)
+    assert theory.hyperbolic_entropy_hess(1e6, 1e-300) == pytest.approx(0.5e-6, rel=1e-15)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: theory.hyperbolic_entropy(1.0, 0.0), "delta"),
+    (lambda: theory.hyperbolic_entropy(1.0, -1.0), "delta"),
+    (lambda: theory.hyperbolic_entropy_grad(1.0, np.inf), "delta"),
+    (lambda: theory.hyperbolic_entropy_hess(np.nan, 1.0), "theta"),
+    (lambda: theory.bregman(1.0, np.inf, 1.0), "theta2"),
+    (lambda: theory.bregman(np.nan, 1.0, 1.0), "theta1"),
+    (lambda: theory.hyperbolic_entropy(np.ones(3), np.ones(2)), "broadcast"),
+])
+def test_entropy_validation(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. Implicit bias and the ℓ1 / ℓ2 interpolators
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed, mu, delta_kind, with_theta0", [
+    (0, 1.0, 1e-4, False),
+    (1, 1.0, 1e-12, True),
+    (2, 0.0, 1.0, True),
+    (3, 1.0, "vector", True),
+    (4, 0.0, "vector", False),
+    (5, 1.0, 1e-300, False),
+    (6, 1.0, "wide vector", False),      # Δ from 1e-10 to 1e6: needs the final primal polishing
+])
+def test_implicit_bias_kkt(seed, mu, delta_kind, with_theta0):
+    X, y, _ = sparse_regression(20, 30, 5, seed, mu=mu)
+    rng = np.random.default_rng(100 + seed)
+    if delta_kind == "vector":
+        delta = 10.0 ** rng.uniform(-20, 2, 30)
+    elif delta_kind == "wide vector":
+        delta = 10.0 ** rng.uniform(-10, 6, 30)
+    else:
+        delta = delta_kind
+    theta0 = 1e-4 * rng.normal(size=30) if with_theta0 else 0.0
+    res = theory.implicit_bias(X, y, delta, theta0)
+    assert res.converged
+    primal, stationarity = kkt_residuals(X, y, res.theta, delta, theta0)
+    assert primal < 1e-10
+    assert stationarity < 1e-10
+    assert res.kkt_residual == pytest.approx(primal, rel=1e-3, abs=1e-15)
+    assert primal <= 1e-12                                      # the default tol
+    assert res.stationarity_residual < 1e-10
+    # ν is the Lagrange multiplier: ∇ψ(θ) - ∇ψ(θ̃₀) = Xᵀν
+    gap = theory.hyperbolic_entropy_grad(res.theta, delta) - theory.hyperbolic_entropy_grad(theta0, delta)
+    np.testing.assert_allclose(X.T @ res.nu, gap, rtol=1e-8, atol=1e-8 * np.abs(gap).max())
+
+
+@pytest.mark.parametrize("seed, n, d", [(0, 3, 6), (1, 4, 8), (2, 5, 10)])
+def test_implicit_bias_matches_trust_constr(seed, n, d):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = rng.normal(size=n)
+    delta = rng.uniform(0.1, 3.0, d)
+    theta0 = 0.3 * rng.normal(size=d)
+    grad0 = 0.5 * np.arcsinh(2 * theta0 / delta)
+
+    def objective(t):                       # D_ψ(θ, θ̃₀) up to a constant, written independently
+        return 0.25 * np.sum(2 * t * np.arcsinh(2 * t / delta) - np.sqrt(4 * t**2 + delta**2)) - grad0 @ t
+
+    ref = scipy.optimize.minimize(
+        objective, np.linalg.pinv(X) @ y, method="trust-constr",
+        jac=lambda t: 0.5 * np.arcsinh(2 * t / delta) - grad0,
+        hess=lambda t: np.diag(1 / np.sqrt(4 * t**2 + delta**2)),
+        constraints=[scipy.optimize.LinearConstraint(X, y, y)],
+        options={"gtol": 1e-12, "xtol": 1e-14, "maxiter": 5000},
+    )
+    res = theory.implicit_bias(X, y, delta, theta0)
+    np.testing.assert_allclose(res.theta, ref.x, rtol=1e-6, atol=1e-6 * np.abs(ref.x).max())
+
+
+def test_large_delta_gives_euclidean_projection():
+    X, y, _ = sparse_regression(20, 30, 5, 7)
+    theta0 = np.random.default_rng(7).normal(size=30)
+    projection = theta0 + np.linalg.pinv(X) @ (y - X @ theta0)        # argmin ‖θ - θ̃₀‖ on Xθ = y
+    for delta in (1e8, np.full(30, 3e8)):
+        res = theory.implicit_bias(X, y, delta, theta0)
+        np.testing.assert_allclose(res.theta, projection, rtol=1e-6, atol=1e-6 * np.abs(projection).max())
+    np.testing.assert_allclose(theory.implicit_bias(X, y, 1e8).theta, theory.min_l2_interpolator(X, y),
+                               rtol=1e-6, atol=1e-9)
+
+
+def test_small_delta_approaches_min_l1_interpolator():
+    X, y, theta_star = sparse_regression(20, 30, 5, 0)
+    l1 = theory.min_l1_interpolator(X, y)
+    # the LP optimum is unique here: perturbing the objective does not move it, and it is θ*
+    perturbed = scipy.optimize.linprog(1 + 1e-6 * np.random.default_rng(0).uniform(size=60),
+                                       A_eq=np.hstack([X, -X]), b_eq=y, bounds=(0, None), method="highs")
+    np.testing.assert_allclose(perturbed.x[:30] - perturbed.x[30:], l1, atol=1e-8)
+    np.testing.assert_allclose(l1, theta_star, atol=1e-8)
+    errors = []
+    for delta in (1e-2, 1e-4, 1e-8, 1e-16, 1e-30):
+        res = theory.implicit_bias(X, y, delta)
+        errors.append(np.linalg.norm(res.theta - l1) / np.linalg.norm(l1))
+    assert errors == sorted(errors, reverse=True)
+    assert errors[-1] < 1e-6
+    res = theory.implicit_bias(X, y, 1e-300)
+    assert np.linalg.norm(res.theta - l1) / np.linalg.norm(l1) < 1e-8
+
+
+def test_implicit_bias_large_d():
+    X, y, _ = sparse_regression(50, 10_000, 5, 3)
+    res = theory.implicit_bias(X, y, 1e-6)
+    assert res.converged
+    assert np.linalg.norm(X @ res.theta - y) / np.linalg.norm(y) < 1e-10
+    assert res.stationarity_residual < 1e-10
+
+
+def test_implicit_bias_rank_deficient_and_zero_targets():
+    X, y, _ = sparse_regression(6, 12, 2, 11)
+    X = np.vstack([X, X[:2]])                                # duplicated rows: rank 6 < n = 8
+    y = np.concatenate([y, y[:2]])
+    res = theory.implicit_bias(X, y, 0.01)
+    primal, stationarity = kkt_residuals(X, y, res.theta, 0.01, 0.0)
+    assert primal < 1e-10 and stationarity < 1e-10
+    # y = 0 and θ̃₀ = 0: θ = 0; y = 0 and θ̃₀ ≠ 0: Bregman projection onto ker X
+    assert np.all(theory.implicit_bias(X, np.zeros(8), 0.1).theta == 0)
+    theta0 = np.random.default_rng(0).normal(size=12)
+    res = theory.implicit_bias(X, np.zeros(8), 0.5, theta0)
+    assert np.linalg.norm(X @ res.theta) < 1e-10 * np.linalg.norm(X) * np.linalg.norm(res.theta)
+    gap = theory.hyperbolic_entropy_grad(res.theta, 0.5) - theory.hyperbolic_entropy_grad(theta0, 0.5)
+    null = scipy.linalg.null_space(X)
+    assert np.linalg.norm(null.T @ gap) < 1e-10 * np.linalg.norm(gap)
+
+
+def test_implicit_bias_errors():
+    X = np.array([[1.0, 0.0, 2.0], [1.0, 0.0, 2.0]])
+    with pytest.raises(ValueError, match="range"):
+        theory.implicit_bias(X, np.array([1.0, 2.0]), 1.0)
+    with pytest.raises(ValueError, match="range"):
+        theory.min_l1_interpolator(X, np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="range"):
+        theory.min_l2_interpolator(X, np.array([1.0, 2.0]))
+    X, y, _ = sparse_regression(5, 8, 2, 0)
+    with pytest.raises(ValueError, match="delta"):
+        theory.implicit_bias(X, y, 0.0)
+    with pytest.raises(ValueError, match="delta"):
+        theory.implicit_bias(X, y, -np.ones(8))
+    with pytest.raises(ValueError, match="delta"):
+        theory.implicit_bias(X, y, np.ones(7))
+    with pytest.raises(ValueError, match="theta0_tilde"):
+        theory.implicit_bias(X, y, 1.0, np.ones(3))
+    with pytest.raises(ValueError, match="y"):
+        theory.implicit_bias(X, y[:3], 1.0)
+    with pytest.raises(ValueError, match="X"):
+        theory.implicit_bias(X[0], y, 1.0)
+    with pytest.raises(ValueError, match="max_iter"):
+        theory.implicit_bias(X, y, 1.0, max_iter=0)
+    with pytest.raises(ValueError, match="converge"):
+        theory.implicit_bias(X, y, 1e-12, max_iter=1)
+    res = theory.implicit_bias(X, y, 1e-12, max_iter=1, raise_on_failure=False)
+    assert not res.converged and res.kkt_residual > 1e-12
+
+
+def test_min_l2_interpolator_closed_form():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(4, 9))
+    y = rng.normal(size=4)
+    np.testing.assert_allclose(theory.min_l2_interpolator(X, y), X.T @ np.linalg.solve(X @ X.T, y),
+                               rtol=1e-12, atol=1e-14)
+
+
+def test_min_l1_interpolator_against_vertex_enumeration():
+    # n = 1: all the mass on the largest |X_j|
+    np.testing.assert_allclose(theory.min_l1_interpolator([[1.0, -3.0, 2.0]], [6.0]), [0.0, -2.0, 0.0],
+                               atol=1e-12)
+    # n = 2: an optimum is a basic solution supported on 2 columns
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(2, 6))
+    y = rng.normal(size=2)
+    best = min(np.abs(np.linalg.solve(X[:, list(cols)], y)).sum()
+               for cols in itertools.combinations(range(6), 2))
+    theta = theory.min_l1_interpolator(X, y)
+    assert np.abs(theta).sum() == pytest.approx(best, rel=1e-9)
+    np.testing.assert_allclose(X @ theta, y, atol=1e-10)
+
+
+# ------------------------------------------------------------------------------------------------
+# Prediction bundle
+# ------------------------------------------------------------------------------------------------
+
+def test_predict():
+    X, y, _ = sparse_regression(20, 30, 5, 8)
+    rng = np.random.default_rng(8)
+    delta_inf = 10.0 ** rng.uniform(-6, -3, 30)
+    theta0 = 1e-5 * rng.normal(size=30)
+    predicted = theory.implicit_bias(X, y, delta_inf, theta0).theta
+    noise = 1e-3 * rng.normal(size=30)
+    pred = theory.predict(X, y, delta_inf, theta0, predicted + noise)
+    np.testing.assert_allclose(pred.predicted_theta, predicted, rtol=1e-12, atol=1e-15)
+    primal, stationarity = kkt_residuals(X, y, pred.theta_gf_delta_inf, delta_inf, 0.0)
+    assert primal < 1e-10 and stationarity < 1e-10
+    assert pred.prediction_gap == pytest.approx(np.linalg.norm(noise) / np.linalg.norm(predicted), rel=1e-9)
+    gf = pred.theta_gf_delta_inf
+    expected = np.linalg.norm(predicted + noise - gf) / np.linalg.norm(gf)
+    assert pred.normalized_distance == pytest.approx(expected, rel=1e-12)
+    # θ̃₀ = 0: the two predictions coincide
+    same = theory.predict(X, y, delta_inf, 0.0, predicted)
+    np.testing.assert_allclose(same.predicted_theta, same.theta_gf_delta_inf, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="theta_final"):
+        theory.predict(X, y, delta_inf, theta0, np.ones(5))
+    with pytest.raises(ValueError, match="delta"):
+        theory.predict(X, y, np.zeros(30), theta0, predicted)
+    with pytest.raises(AttributeError):
+        pred.prediction_gap = 0.0                                  # frozen
