@@ -136,8 +136,9 @@ class Problem:
             return float(r @ r / (2 * self.n_test))
 
     def summary(self):
-        return (f"Problem(n={self.n}, d={self.d}, n_test={self.n_test}"
-                + "".join(f", {k}={v}" for k, v in self.params.items()) + ")")
+        shown = {"n", "d", "n_test"}
+        extra = "".join(f", {k}={v}" for k, v in self.params.items() if k not in shown)
+        return f"Problem(n={self.n}, d={self.d}, n_test={self.n_test}{extra})"
 
     def __repr__(self):
         return self.summary()
