@@ -8,11 +8,14 @@ Quick tour::
     print(res.summary())
 """
 
+from .flow import FlowConfig, FlowResult, gf, mgd_time, mgf, mgf_from_mgd
 from .mgd import MGDConfig, MGDResult, batch_indices, heavy_ball_quadratic, mgd
 from .problem import Problem, sparse_regression
 from .record import Record
 from .results import Trajectory
 from .status import CONVERGED, DIVERGED, INTERRUPTED, MAX_STEPS, RUNNING, STATUS_MESSAGES
+from .store import StoreError, open_store, resume
+from .sweep import Sweep, open_sweep, parse_grid, resume_sweep, sweep  # noqa: E402  (function shadows module)
 
 __version__ = "0.1.0"
 
@@ -20,4 +23,7 @@ __all__ = [
     "CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STATUS_MESSAGES",
     "MGDConfig", "MGDResult", "Problem", "Record", "Trajectory",
     "batch_indices", "heavy_ball_quadratic", "mgd", "sparse_regression",
+    "FlowConfig", "FlowResult", "gf", "mgd_time", "mgf", "mgf_from_mgd",
+    "StoreError", "open_store", "resume",
+    "Sweep", "open_sweep", "parse_grid", "resume_sweep", "sweep",
 ]

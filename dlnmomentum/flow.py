@@ -1,0 +1,889 @@
+r"""Continuous time: momentum gradient flow MGF(λ) and gradient flow, integrated by fixed-step RK4.
+
+Public entry points: :func:`mgf`, :func:`gf` and :func:`mgf_from_mgd` (Proposition 1). The
+compiled kernel is :func:`dlnmomentum.kernels.flow._flow_advance`; its module docstring states
+the integrated system (Appendix B, eq. (w_mgf)), the extra integral components and the
+crossing search.
+
+Integrals and derived quantities
+--------------------------------
+Per coordinate the run carries :math:`J_\pm = \int_0^t (\dot w_\pm/w_\pm)^2`,
+:math:`K_\pm = \int_0^t (\dot w_\pm/w_\pm)^2 e^{-(t-s)/\lambda}\,ds`,
+:math:`P = \int_0^t \nabla L(\theta_s)\,ds`, :math:`Q = \int_0^t \nabla L(\theta_s)e^{-(t-s)/\lambda}\,ds`
+and :math:`G_2 = \int_0^t \nabla L(\theta_s)^2\,ds`. While a coordinate has not crossed zero,
+integrating eq. (g_ode) of Appendix C.2 gives (eq. (w-formula-new), here with any initial
+velocity, :math:`\dot g_{\pm,0} = \dot w_{\pm,0}/w_{\pm,0}`)
+
+.. math::
+
+    \ln\frac{w_{\pm,t}}{w_{\pm,0}} = \lambda\dot g_{\pm,0}(1 - e^{-t/\lambda})
+        - \lambda(J_\pm - K_\pm) \mp (P - Q),
+
+hence :math:`\ln\Delta_t - \ln\Delta_0 = \lambda(\dot g_{+,0} + \dot g_{-,0})(1 - e^{-t/\lambda})
+- \lambda[(J_+ - K_+) + (J_- - K_-)]` (eq. (delta-formula-new)).
+
+The implicit-bias quantities of Theorem 1 are reported two ways, both evaluated at the end
+of the run (the proxy for :math:`t = \infty`):
+
+* through :math:`\alpha_{\pm} = w_{\pm}\exp(\pm P)` (proof of Theorem 1, valid with or
+  without crossings): :math:`I_\pm = \ln|w_{\pm,0}| - \ln|\alpha_\pm|`,
+  :math:`\Delta_\infty = |\alpha_+\alpha_-| = \Delta_0 e^{-(I_+ + I_-)}`,
+  :math:`\tilde\theta_0 = (\alpha_+^2 - \alpha_-^2)/4`;
+* through Corollary 2 (only for coordinates that never crossed zero):
+  :math:`I_\pm = \lambda(J_\pm - \dot g_{\pm,0})` (Corollary 2 has :math:`\dot g_0 = 0`).
+
+The two agree as :math:`t \to \infty` (their difference is
+:math:`-\lambda K_\pm \mp Q + \lambda\dot g_{\pm,0}e^{-t/\lambda}`); ``i_gap`` reports it. The
+small-λ approximation of Appendix C.4 is
+:math:`\Delta_\infty \approx \Delta_0\exp(-2\lambda\int_0^\infty\nabla L(\theta_s)^2ds)`
+(``delta_inf_small_lam``; the appendix's derivation, :math:`J_+ + J_- \approx 2G_2`; the
+main text's display has :math:`\Delta_\infty^2` and :math:`\Delta_0^2` on the two sides).
+
+Step size
+---------
+The RK4 stability region on the negative real axis is ``[-RK4_REAL_LIMIT, 0]``
+(``RK4_REAL_LIMIT`` ≈ 2.785). The linearisation of MGF(λ) around a point has the modes
+:math:`\lambda s^2 + s + \kappa = 0` for every stiffness κ in the spectrum of
+:math:`\nabla^2 F` (in w-space): the fast damped mode :math:`s \approx -1/\lambda` (``h ≲ λ``)
+and, for :math:`\kappa > 1/(4\lambda)`, oscillatory modes of modulus :math:`\sqrt{\kappa/\lambda}`
+(``h ≲ √(λ/κ)``); gradient flow has :math:`s = -\kappa` (``h ≲ 1/κ``). At a point with
+:math:`\nabla L = 0` the stiffness is the largest eigenvalue of :math:`S H S`,
+:math:`S = \mathrm{diag}((4\theta^2 + \Delta^2)^{1/4})`, which depends on where the run goes:
+:func:`stiffness_estimate` evaluates it at the initialisation and at the minimum-ℓ1 and
+minimum-ℓ2 interpolators (with the initial balancedness), and takes the largest.
+
+* A user-given ``h`` is rejected (``ValueError`` naming ``h`` and the allowed range) when it is
+  outside the stability region for that estimate, :func:`max_stable_step`.
+* The default ``h`` is :func:`default_step`: with the transient stiffness
+  ``κ' = TRANSIENT_FACTOR·κ`` (momentum overshoots; transients reach about twice the limit's
+  ``w²``), ``min(max_stable_step(λ, κ')/4, 0.4/κ')``. On the paper's problem this keeps θ
+  within about 1e-10 of a DOP853 (rtol 1e-12) solution for λ up to 3 and for gradient flow.
+* Most of the integration error of a run from a small initialisation is made while the
+  weights escape from it (the first few time units). ``refine_start=(t, m)`` integrates the
+  grid steps in ``[0, t)`` with ``m`` RK4 steps each, on the same output grid. The default
+  ``"auto"`` uses ``m = 8`` up to ``3·τ + 5λ``, where τ is the escape time of the fastest
+  coordinate from :math:`|w_0|^2` to the scale of the interpolators; ``None`` disables it.
+  Every step is still a classic RK4 step of a fixed size.
+
+A run also monitors the largest :math:`w^2` it visits and warns (``RuntimeWarning``) when the
+final point's linearisation is outside the stability region of the step used.
+"""
+
+import functools
+import math
+import warnings
+import weakref
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ._driver import chunk_steps_for, drive
+from ._validate import as_array, as_float, as_int
+from .kernels import flow as K
+from .mgd import _auto_progress, _check_problem, _check_record, initial_weights
+from .results import ResultMixin, Trajectory, readonly, trajectory_from_blocks
+
+__all__ = [
+    "DEFAULT_STEP_FRACTION", "DEFAULT_STEP_SCALE", "FlowConfig", "FlowResult", "FlowRun", "RK4_REAL_LIMIT",
+    "TRANSIENT_FACTOR",
+    "default_step", "gf", "max_stable_step", "mgd_time", "mgf", "mgf_from_mgd", "prepare_flow",
+    "rk4_amplification", "stiffness_estimate",
+]
+
+GRADIENT_FORMS = ("auto", "hessian", "data")
+
+#: Transient factor on the stiffness estimate used by the default step (max w² along momentum
+#: trajectories reaches about twice its limit value on the paper's problems).
+TRANSIENT_FACTOR = 2.5
+#: The default step is at most the stability limit (for the transient stiffness) divided by this ...
+DEFAULT_STEP_FRACTION = 4.0
+#: ... and at most this over the transient stiffness (the time scale of the stiffest direction).
+DEFAULT_STEP_SCALE = 0.4
+#: Substeps of the automatic start refinement.
+AUTO_START_SUBSTEPS = 8
+#: Capacity of the crossing-time log (first crossings kept; all are counted).
+DEFAULT_MAX_CROSSINGS = 1000
+
+
+def rk4_amplification(z):
+    """Amplification factor R(z) = 1 + z + z²/2 + z³/6 + z⁴/24 of classic RK4 on y' = s·y, z = h·s."""
+    z = np.asarray(z)
+    return 1.0 + z * (1.0 + z * (0.5 + z * (1.0 / 6.0 + z / 24.0)))
+
+
+def _real_limit():
+    # R(-x) = 1 at the end of the real stability interval; R(-x) - 1 = -x(1 - x/2 + x²/6 - x³/24)
+    roots = np.roots([-1.0 / 24.0, 1.0 / 6.0, -0.5, 1.0])
+    return float(min(r.real for r in roots if abs(r.imag) < 1e-12 and r.real > 0))
+
+
+#: RK4 is stable on the negative real axis for h·|s| <= RK4_REAL_LIMIT (≈ 2.7853).
+RK4_REAL_LIMIT = _real_limit()
+
+
+def _stable(h, lam, kappa, samples=257):
+    """Is |R(h s)| <= 1 for every mode s of the linearised flow with stiffness in [0, kappa]?"""
+    tol = 1e-12
+    if lam == 0.0:
+        return h * kappa <= RK4_REAL_LIMIT
+    if h / lam > RK4_REAL_LIMIT:  # the real segment [-1/λ, 0] (fast damped mode, K, Q)
+        return False
+    if 4.0 * lam * kappa <= 1.0:
+        return True
+    top = math.sqrt(4.0 * lam * kappa - 1.0) / (2.0 * lam)
+    z = h * (-1.0 / (2.0 * lam) + 1j * np.linspace(0.0, top, samples))
+    return bool(np.all(np.abs(rk4_amplification(z)) <= 1.0 + tol))
+
+
+def max_stable_step(lam, kappa):
+    """Largest RK4 step stable for every linear mode of MGF(λ) (λ = 0: gradient flow) with stiffness ≤ κ.
+
+    The modes are the roots of :math:`\\lambda s^2 + s + \\kappa' = 0`, :math:`0 \\le \\kappa' \\le \\kappa`
+    (for λ = 0: :math:`s = -\\kappa'`); the step is found by bisection on the RK4
+    amplification factor :func:`rk4_amplification` (relative precision 2⁻⁴⁵).
+    """
+    return _max_stable_step(float(lam), max(float(kappa), 0.0))
+
+
+@functools.lru_cache(maxsize=256)
+def _max_stable_step(lam, kappa):
+    if lam == 0.0:
+        return math.inf if kappa == 0.0 else RK4_REAL_LIMIT / kappa
+    hi = RK4_REAL_LIMIT * lam
+    if _stable(hi, lam, kappa):
+        return hi
+    lo = 0.0
+    for _ in range(45):
+        mid = 0.5 * (lo + hi)
+        if _stable(mid, lam, kappa):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+_INTERPOLATORS = weakref.WeakKeyDictionary()
+
+
+def _interpolators(problem):
+    """Minimum-ℓ2 and (when the LP succeeds) minimum-ℓ1 interpolators, cached per problem."""
+    cached = _INTERPOLATORS.get(problem)
+    if cached is None:
+        from scipy.optimize import linprog
+
+        X, y = problem.X, problem.y
+        cached = [np.linalg.lstsq(X, y, rcond=None)[0]]
+        d = problem.d
+        res = linprog(np.ones(2 * d), A_eq=np.hstack([X, -X]), b_eq=y, bounds=[(0, None)] * (2 * d),
+                      method="highs")
+        if res.status == 0:
+            cached.append(res.x[:d] - res.x[d:])
+        _INTERPOLATORS[problem] = cached
+    return cached
+
+
+def _stiffness_at(hessian, theta, delta):
+    """Largest eigenvalue of the w-space Hessian of F at a point with ∇L = 0: λmax(S H S)."""
+    from scipy.linalg import eigh
+
+    s = (4.0 * theta * theta + delta * delta) ** 0.25
+    M = hessian * s[:, None] * s[None, :]
+    d = M.shape[0]
+    return float(eigh(M, eigvals_only=True, subset_by_index=[d - 1, d - 1])[0])
+
+
+def stiffness_estimate(problem, u0, v0):
+    r"""Stiffness κ of F = L(u ⊙ v) expected along a run from ``(u0, v0)`` (see the module docstring).
+
+    The largest eigenvalue of :math:`S H S`, :math:`S = \mathrm{diag}((4\theta^2 + \Delta_0^2)^{1/4})`, at
+    θ = u0 ⊙ v0 and at the minimum-ℓ1 and minimum-ℓ2 interpolators, :math:`\Delta_0 = |u_0^2 - v_0^2|`.
+    """
+    u0 = np.asarray(u0, dtype=float)
+    v0 = np.asarray(v0, dtype=float)
+    delta0 = np.abs(u0 * u0 - v0 * v0)
+    H = problem.hessian
+    kappa = _stiffness_at(H, u0 * v0, delta0)
+    for theta in _interpolators(problem):
+        kappa = max(kappa, _stiffness_at(H, theta, delta0))
+    return kappa
+
+
+def default_step(lam, kappa):
+    """The default grid step for MGF(λ) (λ = 0: gradient flow) at stiffness estimate κ.
+
+    ``min(max_stable_step(λ, κ') / DEFAULT_STEP_FRACTION, DEFAULT_STEP_SCALE / κ')`` with the
+    transient stiffness ``κ' = TRANSIENT_FACTOR·κ``: a quarter of the stability limit (which is
+    ≈ 2.79λ when the fast damped mode dominates, small λ) and at most 0.4 of the time scale 1/κ'
+    (which is what keeps the weakly damped oscillations of larger λ accurate: the stability
+    limit ≈ 2.6√(λ/κ') would leave them under-resolved).
+    """
+    kappa = TRANSIENT_FACTOR * max(float(kappa), 0.0)
+    h = max_stable_step(lam, kappa) / DEFAULT_STEP_FRACTION
+    return min(h, DEFAULT_STEP_SCALE / kappa) if kappa > 0.0 else h
+
+
+def _escape_time(problem, lam, u0, v0):
+    """Time for the fastest coordinate to grow from |w0|² to the interpolators' scale (start refinement)."""
+    w2 = np.maximum((u0 + v0) ** 2, (u0 - v0) ** 2)
+    rate = float(np.abs(problem.b).max())
+    if rate == 0.0:
+        return 0.0
+    if lam > 0.0:
+        rate = (math.sqrt(1.0 + 4.0 * lam * rate) - 1.0) / (2.0 * lam)
+    scale = max(4.0 * float(np.abs(t).max()) for t in _interpolators(problem))
+    ratio = scale / max(float(w2.min()), 1e-300)
+    return max(math.log(ratio), 0.0) / (2.0 * rate) if ratio > 1.0 else 0.0
+
+
+class FlowConfig(NamedTuple):
+    """Settings of one MGF(λ) / gradient-flow run (validated by :func:`mgf` / :func:`gf`).
+
+    ``h`` is the grid step actually used (``t_max/n_steps``); the first ``start_steps``
+    grid steps are each made of ``start_substeps`` RK4 steps.
+    """
+
+    lam: float
+    t_max: float
+    h: float
+    n_steps: int
+    tol: float | None = None
+    gradient: str = "auto"
+    start_steps: int = 0
+    start_substeps: int = 1
+    max_crossings: int = DEFAULT_MAX_CROSSINGS
+    kappa: float = float("nan")
+
+    @property
+    def kind(self):
+        return "gf" if self.lam == 0.0 else "mgf"
+
+    @property
+    def start_time(self):
+        """End of the refined start, ``start_steps·h``."""
+        return self.start_steps * self.h
+
+
+@dataclass(frozen=True, eq=False)
+class FlowResult(ResultMixin):
+    r"""Outcome of an MGF(λ) or gradient-flow run (arrays are read-only, shape ``(d,)`` unless noted).
+
+    The run ends at ``t_done = steps_done·h``; quantities "at infinity" are evaluated there.
+    ``i_plus, i_minus, delta_inf, theta0_tilde`` come from :math:`\alpha_\pm = w_\pm e^{\pm P}`
+    (Theorem 1; valid with crossings), the ``*_cor`` versions from Corollary 2 (NaN for
+    coordinates that crossed zero), ``i_gap`` is the largest difference of the two over the
+    coordinates where both exist. ``j_*``/``k_*`` are NaN where invalid (after a crossing;
+    see ``j_valid_*``). Crossing times are NaN where a coordinate never crossed;
+    ``crossing_times`` (sorted), ``crossing_coords`` and ``crossing_signs`` (+1: w₊, -1: w₋)
+    list at most ``config.max_crossings`` crossings (``n_crossings`` counts all).
+    """
+
+    kind: str
+    config: FlowConfig
+    status: int
+    steps_done: int
+    t_done: float
+    lam: float
+    h: float
+    theta: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    w_plus: np.ndarray
+    w_minus: np.ndarray
+    w_plus_dot: np.ndarray
+    w_minus_dot: np.ndarray
+    w_plus0: np.ndarray
+    w_minus0: np.ndarray
+    w_plus_dot0: np.ndarray
+    w_minus_dot0: np.ndarray
+    delta0: np.ndarray
+    delta: np.ndarray
+    alpha_plus: np.ndarray
+    alpha_minus: np.ndarray
+    i_plus: np.ndarray
+    i_minus: np.ndarray
+    delta_inf: np.ndarray
+    theta0_tilde: np.ndarray
+    i_plus_cor: np.ndarray
+    i_minus_cor: np.ndarray
+    delta_inf_cor: np.ndarray
+    theta0_tilde_cor: np.ndarray
+    i_gap: float
+    delta_inf_small_lam: np.ndarray
+    j_plus: np.ndarray
+    j_minus: np.ndarray
+    k_plus: np.ndarray
+    k_minus: np.ndarray
+    j_valid_plus: np.ndarray
+    j_valid_minus: np.ndarray
+    p_integral: np.ndarray
+    q_integral: np.ndarray
+    grad_sq_integral: np.ndarray
+    crossings_plus: np.ndarray
+    crossings_minus: np.ndarray
+    first_crossing_plus: np.ndarray
+    first_crossing_minus: np.ndarray
+    last_crossing_plus: np.ndarray
+    last_crossing_minus: np.ndarray
+    crossing_times: np.ndarray
+    crossing_coords: np.ndarray
+    crossing_signs: np.ndarray
+    n_crossings: int
+    delta_stayed_positive: bool
+    min_delta: np.ndarray
+    max_w2: float
+    h_stable: float
+    train_loss: float
+    test_loss: float
+    l1_norm: float
+    trajectory: Trajectory | None = None
+    problem: object = None
+
+    @property
+    def crossed(self):
+        """True when some coordinate of w₊ or w₋ crossed zero."""
+        return not self.delta_stayed_positive
+
+    @property
+    def crossings_truncated(self):
+        """True when the crossing-time log is shorter than the number of crossings."""
+        return self.n_crossings > len(self.crossing_times)
+
+    def w_formula(self):
+        r"""w± rebuilt from the integrals by eq. (w-formula-new) (NaN for coordinates that crossed).
+
+        :math:`w_{\pm,0}\exp(\lambda\dot g_{\pm,0}(1 - e^{-t/\lambda}) - \lambda(J_\pm - K_\pm) \mp (P - Q))`;
+        for gradient flow :math:`w_{\pm,0}e^{\mp P}`.
+        """
+        out = []
+        for sign, w0, wd0, j, k in ((1.0, self.w_plus0, self.w_plus_dot0, self.j_plus, self.k_plus),
+                                    (-1.0, self.w_minus0, self.w_minus_dot0, self.j_minus, self.k_minus)):
+            with np.errstate(over="ignore", invalid="ignore"):
+                if self.lam == 0.0:
+                    expo = -sign * self.p_integral + 0.0 * j
+                else:
+                    decay = -math.expm1(-self.t_done / self.lam)
+                    expo = (self.lam * (wd0 / w0) * decay - self.lam * (j - k)
+                            - sign * (self.p_integral - self.q_integral))
+                out.append(w0 * np.exp(expo))
+        return tuple(out)
+
+    def prediction(self):
+        """Theorem 1's prediction for this run (computed on request, then cached)."""
+        cached = self.__dict__.get("_prediction")
+        if cached is None:
+            from .theory import predict
+
+            cached = predict(self.problem.X, self.problem.y, self.delta_inf, self.theta0_tilde, self.theta)
+            object.__setattr__(self, "_prediction", cached)
+        return cached
+
+    @property
+    def predicted_theta(self):
+        return self.prediction().predicted_theta
+
+    @property
+    def prediction_gap(self):
+        return self.prediction().prediction_gap
+
+    @property
+    def theta_gf_delta_inf(self):
+        return self.prediction().theta_gf_delta_inf
+
+    @property
+    def normalized_distance(self):
+        return self.prediction().normalized_distance
+
+    def summary(self):
+        c = self.config
+        head = "GF" if self.kind == "gf" else f"MGF  lambda={self.lam:g}"
+        start = (f"  refined start [0, {c.start_time:g}) x{c.start_substeps}" if c.start_steps and
+                 c.start_substeps > 1 else "")
+        lines = [
+            f"{head}  t_max={c.t_max:g}  h={self.h:.4g} (stable up to {self.h_stable:.3g}){start}",
+            f"status        : {self.status_name} ({self.message}) at t = {self.t_done:g} "
+            f"({self.steps_done} steps)",
+            f"train loss    : {self.train_loss:.6e}",
+            f"test loss     : {self.test_loss:.6e}",
+            f"l1 norm       : {self.l1_norm:.6g}",
+            f"|Delta_0|     : {np.linalg.norm(self.delta0):.6e}",
+            f"|Delta_inf|   : {np.linalg.norm(self.delta_inf):.6e}   (Cor. 2: "
+            f"{np.linalg.norm(self.delta_inf_cor):.6e}, small-lambda: "
+            f"{np.linalg.norm(self.delta_inf_small_lam):.6e})",
+            f"I+ (mean)     : {self.i_plus.mean():.6e}   I- (mean): {self.i_minus.mean():.6e}   "
+            f"gap alpha/Cor. 2: {self.i_gap:.2e}",
+            f"|theta0~|max  : {np.abs(self.theta0_tilde).max():.3e}",
+            f"sign crossings: w+ {int(self.crossings_plus.sum())}, w- {int(self.crossings_minus.sum())} "
+            f"(coordinates: {int((self.crossings_plus > 0).sum())}, "
+            f"{int((self.crossings_minus > 0).sum())}); "
+            f"Delta_t stayed positive: {self.delta_stayed_positive}",
+        ]
+        if self.trajectory is not None:
+            lines.append(f"recorded      : {len(self.trajectory)} rows")
+        return "\n".join(lines)
+
+
+class FlowRun:
+    """State of one MGF(λ) / gradient-flow run, advanced chunk by chunk (see :mod:`dlnmomentum._driver`).
+
+    Follows the protocol of :class:`dlnmomentum.mgd.MGDRun`: ``total`` and ``done`` count grid
+    steps, ``time_of_step(s) = s·h``; :meth:`description` and :meth:`rebuild` let a store
+    recreate the run (the initial velocity is part of the description).
+    """
+
+    family = "flow"
+
+    def __init__(self, problem, config, u0, v0, u_dot0=None, v_dot0=None, schedule=None):
+        d = problem.d
+        self.problem = problem
+        self.config = config
+        self.u0, self.v0 = u0, v0
+        self.u_dot0 = np.zeros(d) if u_dot0 is None else np.asarray(u_dot0, dtype=float)
+        self.v_dot0 = np.zeros(d) if v_dot0 is None else np.asarray(v_dot0, dtype=float)
+        self.w_plus0 = u0 + v0
+        self.w_minus0 = u0 - v0
+        self.w_plus_dot0 = self.u_dot0 + self.v_dot0
+        self.w_minus_dot0 = self.u_dot0 - self.v_dot0
+        if config.lam == 0.0:  # gradient flow: the velocity is the vector field, not a state
+            self.w_plus_dot0 = np.zeros(d)
+            self.w_minus_dot0 = np.zeros(d)
+        if problem.padded[2].shape[0] % K.BLOCK:
+            raise ValueError(f"the problem's padded width must be a multiple of {K.BLOCK}")
+        self.total = config.n_steps
+        self.fstate, self.istate, self.counters = _init_state(self.w_plus0, self.w_minus0, self.w_plus_dot0,
+                                                              self.w_minus_dot0)
+        cap = config.max_crossings
+        self.log_time = np.full(cap, np.nan)
+        self.log_coord = np.full(cap, -1, dtype=np.int64)
+        self.log_sign = np.zeros(cap, dtype=np.int64)
+        n = problem.n
+        if config.gradient == "hessian" or (config.gradient == "auto" and d * d <= 2 * n * d):
+            self.mode = K.MODE_HESSIAN
+        else:
+            self.mode = K.MODE_DATA
+        cost = 4 * ({K.MODE_HESSIAN: d * d, K.MODE_DATA: 2 * n * d}[self.mode] + 50 * d)
+        self.chunk_steps = chunk_steps_for(cost)
+        self.schedule = (np.zeros(0, dtype=np.int64) if schedule is None
+                         else np.asarray(schedule, dtype=np.int64))
+        self.cursor = np.zeros(1, dtype=np.int64)
+
+    @property
+    def done(self):
+        return int(self.counters[K.STEPS_DONE])
+
+    @property
+    def kind(self):
+        return self.config.kind
+
+    def description(self):
+        """Settings, schedule and initial velocity as a JSON-serialisable dict."""
+        velocity = None
+        if np.any(self.u_dot0) or np.any(self.v_dot0):
+            velocity = {"u_dot0": self.u_dot0.tolist(), "v_dot0": self.v_dot0.tolist()}
+        return {"family": self.family, "kind": self.kind, "config": self.config._asdict(),
+                "schedule": self.schedule.tolist(), "velocity": velocity}
+
+    @classmethod
+    def rebuild(cls, problem, description, u0, v0):
+        """A fresh run equal to the one that produced ``description``."""
+        config = FlowConfig(**description["config"])
+        velocity = description.get("velocity") or {}
+        u_dot0 = velocity.get("u_dot0")
+        v_dot0 = velocity.get("v_dot0")
+        return cls(problem, config, np.asarray(u0, dtype=float), np.asarray(v0, dtype=float),
+                   None if u_dot0 is None else np.asarray(u_dot0, dtype=float),
+                   None if v_dot0 is None else np.asarray(v_dot0, dtype=float),
+                   np.asarray(description["schedule"], dtype=np.int64))
+
+    def time_of_step(self, step):
+        return np.asarray(step, dtype=np.float64) * self.config.h
+
+    def new_block(self, rows):
+        d = self.problem.d
+        return {"step": np.zeros(rows, dtype=np.int64), "vectors": np.zeros((rows, K.N_REC_VECTORS, d)),
+                "losses": np.zeros((rows, 2)), "w_plus_dot": np.zeros((rows, d)),
+                "w_minus_dot": np.zeros((rows, d))}
+
+    def advance(self, n_steps, block, offset):
+        p, c = self.problem, self.config
+        tol = -1.0 if c.tol is None else c.tol
+        X, XT, H, b = p.padded
+        return K._flow_advance(
+            X, XT, p.y, H, b, p.X_test, p.y_test,
+            c.lam, c.h, self.mode, tol, c.start_steps, c.start_substeps,
+            self.fstate, self.istate, self.counters, n_steps,
+            self.log_time, self.log_coord, self.log_sign,
+            self.schedule, self.cursor, offset, block["step"], block["vectors"], block["losses"],
+            block["w_plus_dot"], block["w_minus_dot"])
+
+    # -- checkpoints ---------------------------------------------------------
+    def state_arrays(self):
+        """Every array needed to continue this run bit for bit."""
+        return {"fstate": self.fstate, "istate": self.istate, "counters": self.counters,
+                "log_time": self.log_time, "log_coord": self.log_coord, "log_sign": self.log_sign,
+                "cursor": self.cursor}
+
+    def load_state_arrays(self, arrays):
+        for name, target in self.state_arrays().items():
+            src = np.asarray(arrays[name])
+            if src.shape != target.shape:
+                raise ValueError(f"checkpoint array {name!r} has shape {src.shape}, expected {target.shape}")
+            target[...] = src
+
+    # -- result --------------------------------------------------------------
+    def finish(self, status, blocks=()):
+        f, i, c = self.fstate, self.istate, self.config
+        lam = c.lam
+        t_done = self.done * c.h
+        wp, wm = f[K.W_PLUS].copy(), f[K.W_MINUS].copy()
+        vp, vm = f[K.V_PLUS].copy(), f[K.V_MINUS].copy()
+        theta = 0.25 * (wp * wp - wm * wm)
+        wp0, wm0 = self.w_plus0, self.w_minus0
+        delta0 = np.abs(wp0 * wm0)
+        P, Q, G2 = f[K.P_INT].copy(), f[K.Q_INT].copy(), f[K.G2_INT].copy()
+        valid_p = i[K.CROSS_PLUS] == 0
+        valid_m = i[K.CROSS_MINUS] == 0
+        nan = np.full(wp.shape, np.nan)
+        jp = np.where(valid_p, f[K.J_PLUS], nan)
+        jm = np.where(valid_m, f[K.J_MINUS], nan)
+        kp = np.where(valid_p, f[K.K_PLUS], nan)
+        km = np.where(valid_m, f[K.K_MINUS], nan)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            # through α± = w± exp(±P): valid with or without crossings
+            log_ap = np.log(np.abs(wp)) + P
+            log_am = np.log(np.abs(wm)) - P
+            i_plus = np.log(np.abs(wp0)) - log_ap
+            i_minus = np.log(np.abs(wm0)) - log_am
+            alpha_plus = wp * np.exp(P)
+            alpha_minus = wm * np.exp(-P)
+            delta_inf = delta0 * np.exp(-(i_plus + i_minus))
+            theta0_tilde = 0.25 * (wp0**2 * np.exp(-2.0 * i_plus) - wm0**2 * np.exp(-2.0 * i_minus))
+            # Corollary 2: I± = λ(J± - ẇ±0/w±0), only where the coordinate never crossed
+            i_plus_cor = lam * (jp - self.w_plus_dot0 / wp0)
+            i_minus_cor = lam * (jm - self.w_minus_dot0 / wm0)
+            delta_inf_cor = delta0 * np.exp(-(i_plus_cor + i_minus_cor))
+            theta0_tilde_cor = 0.25 * (wp0**2 * np.exp(-2.0 * i_plus_cor)
+                                       - wm0**2 * np.exp(-2.0 * i_minus_cor))
+            gaps = np.concatenate([np.abs(i_plus - i_plus_cor)[valid_p],
+                                   np.abs(i_minus - i_minus_cor)[valid_m]])
+            i_gap = float(gaps.max()) if gaps.size else float("nan")
+            delta_inf_small_lam = delta0 * np.exp(-2.0 * lam * G2)
+        n_cross = int(self.counters[K.N_CROSSINGS])
+        kept = min(n_cross, len(self.log_time))
+        order = np.argsort(self.log_time[:kept], kind="stable")
+        h_stable = max_stable_step(lam, c.kappa) if math.isfinite(c.kappa) else float("nan")
+        final_kappa = _stiffness_at(self.problem.hessian, theta, np.abs(wp * wm))
+        h_final = max_stable_step(lam, final_kappa) if final_kappa > c.kappa else math.inf
+        if int(status) != 3 and c.h > h_final * (1.0 + 1e-9):
+            warnings.warn(f"h = {c.h:.4g} is outside the RK4 stability region of the linearisation at the "
+                          f"final point (stiffness {final_kappa:.4g}, stable for h <= {h_final:.4g}); the "
+                          "result is not reliable: rerun with a smaller h", RuntimeWarning, stacklevel=3)
+        trajectory = None
+        if len(self.schedule):
+            trajectory = trajectory_from_blocks(list(blocks), self.problem.d, self.time_of_step,
+                                                extra_names=("w_plus_dot", "w_minus_dot"))
+        return FlowResult(
+            kind=c.kind, config=c, status=int(status), steps_done=self.done, t_done=t_done, lam=lam, h=c.h,
+            theta=readonly(theta), u=readonly(0.5 * (wp + wm)), v=readonly(0.5 * (wp - wm)),
+            w_plus=readonly(wp), w_minus=readonly(wm), w_plus_dot=readonly(vp), w_minus_dot=readonly(vm),
+            w_plus0=readonly(wp0), w_minus0=readonly(wm0),
+            w_plus_dot0=readonly(self.w_plus_dot0), w_minus_dot0=readonly(self.w_minus_dot0),
+            delta0=readonly(delta0), delta=readonly(np.abs(wp * wm)),
+            alpha_plus=readonly(alpha_plus), alpha_minus=readonly(alpha_minus),
+            i_plus=readonly(i_plus), i_minus=readonly(i_minus), delta_inf=readonly(delta_inf),
+            theta0_tilde=readonly(theta0_tilde),
+            i_plus_cor=readonly(i_plus_cor), i_minus_cor=readonly(i_minus_cor),
+            delta_inf_cor=readonly(delta_inf_cor), theta0_tilde_cor=readonly(theta0_tilde_cor), i_gap=i_gap,
+            delta_inf_small_lam=readonly(delta_inf_small_lam),
+            j_plus=readonly(jp), j_minus=readonly(jm), k_plus=readonly(kp), k_minus=readonly(km),
+            j_valid_plus=readonly(valid_p), j_valid_minus=readonly(valid_m),
+            p_integral=readonly(P), q_integral=readonly(Q), grad_sq_integral=readonly(G2),
+            crossings_plus=readonly(i[K.CROSS_PLUS]), crossings_minus=readonly(i[K.CROSS_MINUS]),
+            first_crossing_plus=readonly(f[K.FIRST_CROSS_PLUS]),
+            first_crossing_minus=readonly(f[K.FIRST_CROSS_MINUS]),
+            last_crossing_plus=readonly(f[K.LAST_CROSS_PLUS]),
+            last_crossing_minus=readonly(f[K.LAST_CROSS_MINUS]),
+            crossing_times=readonly(self.log_time[:kept][order]),
+            crossing_coords=readonly(self.log_coord[:kept][order]),
+            crossing_signs=readonly(self.log_sign[:kept][order]),
+            n_crossings=n_cross, delta_stayed_positive=n_cross == 0,
+            min_delta=readonly(f[K.MIN_DELTA]), max_w2=float(f[K.MAX_W2].max()), h_stable=h_stable,
+            train_loss=self.problem.train_loss(theta), test_loss=self.problem.test_loss(theta),
+            l1_norm=float(np.abs(theta).sum()), trajectory=trajectory, problem=self.problem)
+
+
+def _init_state(w_plus0, w_minus0, w_plus_dot0, w_minus_dot0):
+    d = w_plus0.shape[0]
+    fstate = np.zeros((K.N_FLOAT_ROWS, d))
+    fstate[K.W_PLUS] = w_plus0
+    fstate[K.W_MINUS] = w_minus0
+    fstate[K.V_PLUS] = w_plus_dot0
+    fstate[K.V_MINUS] = w_minus_dot0
+    fstate[K.MIN_DELTA] = np.abs(w_plus0 * w_minus0)
+    fstate[K.MAX_W2] = np.maximum(w_plus0**2, w_minus0**2)
+    fstate[K.FIRST_CROSS_PLUS:K.LAST_CROSS_MINUS + 1] = np.nan
+    istate = np.zeros((K.N_INT_ROWS, d), dtype=np.int64)
+    return fstate, istate, np.zeros(K.N_COUNTERS, dtype=np.int64)
+
+
+def _initial_velocity(d, u_dot0, v_dot0):
+    u_dot0 = np.zeros(d) if u_dot0 is None else as_array("u_dot0", u_dot0, ndim=1, shape=(d,))
+    v_dot0 = np.zeros(d) if v_dot0 is None else as_array("v_dot0", v_dot0, ndim=1, shape=(d,))
+    return u_dot0, v_dot0
+
+
+def _grid(t_max, h):
+    """Whole number of grid steps covering [0, t_max] with a step <= h; the step actually used."""
+    n_steps = max(1, math.ceil(t_max / h * (1.0 - 1e-12)))
+    return n_steps, t_max / n_steps
+
+
+def _start_refinement(refine_start, problem, lam, u0, v0, t_max, h):
+    """(start_steps, start_substeps) from the ``refine_start`` argument."""
+    if refine_start is None or refine_start is False:
+        return 0, 1
+    if isinstance(refine_start, str):
+        if refine_start != "auto":
+            raise ValueError(f"refine_start must be 'auto', None or a pair (t, substeps), "
+                             f"got {refine_start!r}")
+        t_start = 3.0 * _escape_time(problem, lam, u0, v0) + 5.0 * lam
+        substeps = AUTO_START_SUBSTEPS
+    else:
+        try:
+            t_start, substeps = refine_start
+        except (TypeError, ValueError):
+            raise TypeError(f"refine_start must be 'auto', None or a pair (t, substeps), "
+                            f"got {refine_start!r}") from None
+        t_start = as_float("refine_start[0] (time)", t_start, low=0.0)
+        substeps = as_int("refine_start[1] (substeps)", substeps, low=1, high=10**6)
+    steps = min(math.ceil(t_start / h * (1.0 - 1e-12)), math.ceil(t_max / h * (1.0 - 1e-12)))
+    if steps <= 0 or substeps == 1:
+        return 0, 1
+    return int(steps), int(substeps)
+
+
+def make_config(problem, lam, t_max, h, u0, v0, tol=None, gradient="auto", refine_start="auto",
+                max_crossings=DEFAULT_MAX_CROSSINGS):
+    """Validate the settings of a flow into a :class:`FlowConfig` (λ = 0: gradient flow)."""
+    lam = as_float("lam", lam, low=0.0)
+    t_max = as_float("t_max", t_max, low=0.0, low_open=True)
+    tol = as_float("tol", tol, low=0.0, allow_none=True)
+    if gradient not in GRADIENT_FORMS:
+        raise ValueError(f"gradient must be one of {GRADIENT_FORMS}, got {gradient!r}")
+    max_crossings = as_int("max_crossings", max_crossings, low=0, high=10**8)
+    kappa = stiffness_estimate(problem, u0, v0)
+    h_max = max_stable_step(lam, kappa)
+    if h is None:
+        h = min(default_step(lam, kappa), t_max)
+    else:
+        h = as_float("h", h, low=0.0, low_open=True)
+        if h > h_max:
+            what = "gradient flow" if lam == 0.0 else f"MGF(lambda={lam:g})"
+            raise ValueError(f"h must be in (0, {h_max:.6g}] for {what} on this problem: h = {h!r} is "
+                             f"outside the RK4 stability region (stiffness estimate kappa = {kappa:.4g}; "
+                             "fast mode -1/lambda, oscillatory modes sqrt(kappa/lambda)); see "
+                             "dlnmomentum.flow.max_stable_step")
+    n_steps, h = _grid(t_max, h)
+    start_steps, substeps = _start_refinement(refine_start, problem, lam, u0, v0, t_max, h)
+    return FlowConfig(lam=lam, t_max=t_max, h=h, n_steps=n_steps, tol=tol, gradient=gradient,
+                      start_steps=start_steps, start_substeps=substeps, max_crossings=max_crossings,
+                      kappa=kappa)
+
+
+def prepare_flow(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=None, v_dot0=None,
+                 tol=None, record=None, gradient="auto", refine_start="auto",
+                 max_crossings=DEFAULT_MAX_CROSSINGS):
+    """Validate the arguments of :func:`mgf` (``lam = 0``: :func:`gf`) and build the run object."""
+    _check_problem(problem)
+    _check_record(record)
+    u0, v0 = initial_weights(problem.d, alpha, u0, v0)
+    u_dot0, v_dot0 = _initial_velocity(problem.d, u_dot0, v_dot0)
+    config = make_config(problem, lam, t_max, h, u0, v0, tol, gradient, refine_start, max_crossings)
+    schedule = record.step_schedule(config.n_steps, h=config.h) if record is not None else None
+    return FlowRun(problem, config, u0, v0, u_dot0, v_dot0, schedule)
+
+
+def _run(run, progress, store, overwrite, checkpoint_every):
+    progress = _auto_progress(progress, 4.0 * float(run.total) * run.problem.d * run.problem.d)
+    if store is not None:
+        from .store import run_with_store
+
+        return run_with_store(run, store, overwrite=overwrite, checkpoint_every=checkpoint_every,
+                              progress=progress)
+    status, blocks = drive(run, progress=progress, desc=run.kind)
+    return run.finish(status, blocks)
+
+
+def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=None, v_dot0=None, tol=None,
+        record=None, progress=None, gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS,
+        store=None, overwrite=False, checkpoint_every=60.0):
+    r"""Integrate momentum gradient flow MGF(λ) on a 2-layer diagonal linear network with fixed-step RK4.
+
+    .. math::
+        \lambda\ddot w_\pm + \dot w_\pm \pm \nabla L(\theta)\odot w_\pm = 0,\qquad
+        \theta = (w_+^2 - w_-^2)/4 = u\odot v
+
+    (paper, eq. (MGF:diag); Appendix B, eq. (w_mgf)), together with the integrals
+    :math:`J_\pm, K_\pm, P, Q, G_2` and every sign crossing of :math:`w_\pm` (see the module
+    docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+    lam : float
+        λ ≥ 0; ``lam = 0`` is gradient flow (:func:`gf`).
+    t_max : float
+        End time > 0.
+    h : float, optional
+        Grid step; rounded down so that ``t_max`` is a whole number of steps. Must lie in
+        the RK4 stability region (:func:`max_stable_step` for :func:`stiffness_estimate`).
+        Default: :func:`default_step`.
+    alpha : float
+        Initialisation scale of the default ``u0 = α·1``, ``v0 = 0``.
+    u0, v0 : arrays (d,), optional
+        Any initialisation with ``|u0_i| != |v0_i|``.
+    u_dot0, v_dot0 : arrays (d,), optional
+        Initial velocity (default zero, as in the paper).
+    tol : float, optional
+        Stop at the first grid point whose train loss is ``<= tol`` (status ``converged``).
+    record : Record, optional
+        Recorded grid points (``every``/``times`` in time units); rows carry θ, w₊, w₋, Δ,
+        the losses and, in ``trajectory.extra``, the velocities ``w_plus_dot``/``w_minus_dot``.
+    progress : bool, optional
+        tqdm progress bar; default: only for long runs on a terminal.
+    gradient : {"auto", "hessian", "data"}
+        Gradient form, as in :func:`dlnmomentum.mgd`.
+    refine_start : "auto", None or (float, int)
+        ``(t, m)``: grid steps in ``[0, t)`` are made of ``m`` RK4 steps each.
+    max_crossings : int
+        Capacity of the crossing-time log.
+    store, overwrite, checkpoint_every
+        Stream the run to an HDF5 file (see :mod:`dlnmomentum.store`).
+
+    Returns
+    -------
+    FlowResult
+        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``.
+    """
+    run = prepare_flow(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0,
+                       v_dot0=v_dot0, tol=tol, record=record, gradient=gradient, refine_start=refine_start,
+                       max_crossings=max_crossings)
+    return _run(run, progress, store, overwrite, checkpoint_every)
+
+
+def gf(problem, *, t_max, h=None, alpha=0.01, u0=None, v0=None, tol=None, record=None, progress=None,
+       gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS, store=None, overwrite=False,
+       checkpoint_every=60.0):
+    r"""Integrate gradient flow :math:`\dot w_\pm = \mp\nabla L(\theta)\odot w_\pm` (MGF with λ = 0) by RK4.
+
+    Same arguments and result as :func:`mgf` (no initial velocity). Δ_t = Δ_0 along the exact
+    flow; ``J± = G₂ = ∫∇L²``, ``K = Q = 0`` and ``I± = 0``.
+    """
+    run = prepare_flow(problem, 0.0, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, tol=tol, record=record,
+                       gradient=gradient, refine_start=refine_start, max_crossings=max_crossings)
+    return _run(run, progress, store, overwrite, checkpoint_every)
+
+
+def mgd_time(step, gamma, beta):
+    """MGF time ``k·ε`` of MGD iterate ``k``, ε = γ/(1-β) (Proposition 1)."""
+    gamma = as_float("gamma", gamma, low=0.0, low_open=True)
+    beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
+    return np.asarray(step, dtype=np.float64) * (gamma / (1.0 - beta))
+
+
+def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=None, v0=None, u1=None,
+                 v1=None, tol=None, record=None, progress=None, gradient="auto", refine_start="auto",
+                 max_crossings=DEFAULT_MAX_CROSSINGS, store=None, overwrite=False, checkpoint_every=60.0):
+    r"""The MGF(λ) run that MGD(γ, β) discretises (Proposition 1), up to the time of MGD step ``steps``.
+
+    λ = γ/(1-β)², ε = γ/(1-β), ``t_max = steps·ε`` (:func:`mgd_time`); the initial velocity is
+    :math:`(w_1 - w_0)/\sqrt{\lambda\gamma}` with ``(u1, v1)`` the second MGD point (default
+    ``w_1 = w_0``, as in :func:`dlnmomentum.mgd`, hence zero velocity). The grid step is
+    ``ε/substeps`` (default: the smallest whole number of substeps giving a step below
+    :func:`default_step`), so MGD step ``k`` is grid step ``k·substeps``; ``record`` is
+    given in MGD steps.
+    """
+    gamma = as_float("gamma", gamma, low=0.0, low_open=True)
+    beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
+    steps = as_int("steps", steps, low=1)
+    _check_problem(problem)
+    _check_record(record)
+    lam = gamma / (1.0 - beta) ** 2
+    eps = gamma / (1.0 - beta)
+    u0, v0 = initial_weights(problem.d, alpha, u0, v0)
+    d = problem.d
+    u1 = u0 if u1 is None else as_array("u1", u1, ndim=1, shape=(d,))
+    v1 = v0 if v1 is None else as_array("v1", v1, ndim=1, shape=(d,))
+    scale = math.sqrt(lam * gamma)
+    u_dot0, v_dot0 = (u1 - u0) / scale, (v1 - v0) / scale
+    if substeps is None:
+        kappa = stiffness_estimate(problem, u0, v0)
+        substeps = max(1, math.ceil(eps / default_step(lam, kappa) * (1.0 - 1e-12)))
+    substeps = as_int("substeps", substeps, low=1)
+    run = prepare_flow(problem, lam, t_max=steps * eps, h=eps / substeps, u0=u0, v0=v0, u_dot0=u_dot0,
+                       v_dot0=v_dot0, tol=tol, gradient=gradient, refine_start=refine_start,
+                       max_crossings=max_crossings)
+    if run.config.n_steps != steps * substeps:  # t_max/h rounded the other way: force the exact grid
+        config = run.config._replace(n_steps=steps * substeps, h=eps / substeps)
+        run = FlowRun(problem, config, u0, v0, u_dot0, v_dot0)
+    if record is not None:
+        run.schedule = record.step_schedule(steps) * substeps
+    return _run(run, progress, store, overwrite, checkpoint_every)
+
+
+# -- command line ------------------------------------------------------------------------------------
+
+def _cmd_flow(args):
+    import json
+    import sys
+
+    from .cli import problem_from_args, record_from_args, to_jsonable
+
+    problem = problem_from_args(args)
+    refine = None if args.no_refine_start else "auto"
+    if args.gf:
+        result = gf(problem, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
+                    record=record_from_args(args), progress=not args.no_progress and sys.stderr.isatty(),
+                    refine_start=refine, store=args.store, overwrite=args.overwrite)
+    else:
+        if args.lam is None:
+            raise ValueError("lam is required for MGF (give --lam LAMBDA, or --gf for gradient flow)")
+        result = mgf(problem, args.lam, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
+                     record=record_from_args(args), progress=not args.no_progress and sys.stderr.isatty(),
+                     refine_start=refine, store=args.store, overwrite=args.overwrite)
+    if args.json:
+        out = to_jsonable(result.to_dict())
+        out["status_name"] = result.status_name
+        out["message"] = result.message
+        json.dump(out, sys.stdout, allow_nan=True)
+        sys.stdout.write("\n")
+    else:
+        print(problem.summary())
+        print(result.summary())
+    return 0 if result.status_name in ("converged", "max_steps") else 1
+
+
+def register_cli(subparsers):
+    """Add the ``dlnm flow`` sub-command."""
+    from .cli import add_problem_arguments
+
+    p = subparsers.add_parser(
+        "flow", help="integrate momentum gradient flow MGF(lambda) or gradient flow (RK4)",
+        description="Integrate MGF(lambda): lambda w'' + w' + grad F(w) = 0 (or gradient flow with --gf) "
+                    "on a 2-layer diagonal linear network by fixed-step RK4, with the paper's integrals and "
+                    "every sign crossing of w+ and w-, and print a summary.")
+    p.add_argument("--lam", type=float, default=None, help="lambda > 0 (MGF parameter)")
+    p.add_argument("--gf", action="store_true", help="gradient flow (lambda = 0) instead of MGF")
+    p.add_argument("--t-max", type=float, required=True, help="end time > 0")
+    p.add_argument("--h", type=float, default=None, help="RK4 step (default: from lambda and the curvature)")
+    p.add_argument("--alpha", type=float, default=0.01, help="initialisation scale (u0 = alpha, v0 = 0)")
+    p.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol")
+    p.add_argument("--no-refine-start", action="store_true", help="no refined steps at the start")
+    p.add_argument("--record-log", type=int, default=None, help="record ~N log-spaced grid points")
+    p.add_argument("--record-every", type=float, default=None, help="record every T time units")
+    p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --store file")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_problem_arguments(p)
+    p.set_defaults(func=_cmd_flow)

@@ -1,0 +1,867 @@
+"""HDF5 run stores: stream a run to disk, survive crashes, resume bit for bit, analyse with h5py/xarray.
+
+One file per run (``run.h5``), written by one process, layout in ``docs/store-format.md``::
+
+    res = dm.mgd(problem, 0.02, 0.7, steps=10**6, record=dm.Record(log=1000), store="run.h5")
+    s = dm.open_store("run.h5")          # configuration, problem, result, observables
+    s.result                              # the same MGDResult as the live run
+    s["theta"].value, s.to_xarray("theta")
+    dm.resume("run.h5")                   # after a crash, SIGKILL, SIGTERM or Ctrl-C
+
+How crashes are survived
+------------------------
+* The ``.h5`` is written in HDF5's single-writer/multiple-reader (SWMR) mode, which
+  orders metadata writes so that the file stays readable if the writer dies.
+* Rows are written once, as whole compressed chunks (gzip + shuffle, compressed by a
+  worker thread while the kernel runs); a chunk is never rewritten, so rows already
+  on disk cannot be torn by a later write.
+* Every ``checkpoint_every`` seconds the file is flushed and fsynced, then
+  ``run.h5.ckpt`` is replaced atomically (temporary file, fsync, ``os.replace``; the
+  previous one is kept as ``run.h5.ckpt.prev``). It holds the full kernel state
+  (``run.state_arrays()``), the number of rows of every dataset that are on disk
+  and the few rows recorded since the last whole chunk.
+* :func:`resume` rebuilds the run from the file (configuration, problem, initial
+  weights), loads the newest valid checkpoint, cuts every dataset back to its
+  committed rows (copying them into a fresh file when the writer died) and
+  continues. Since a run's whole state lives in its arrays, the result and every
+  row are bitwise those of an uninterrupted run.
+* SIGINT/SIGTERM stop the run between chunks, write a final checkpoint and close
+  the file cleanly (status ``interrupted``); a finished run folds its final state
+  into ``/final`` and ``/checkpoint`` and removes the side files.
+* ``run.h5.lock`` (pid, host) refuses a second writer; a lock whose process is gone is
+  taken over.
+"""
+
+import collections
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import h5py
+import numpy as np
+
+from . import status as st
+from ._driver import Stopwatch, deferred_signals, drive
+from ._validate import as_float
+from .record import SCALAR_FIELDS, VECTOR_FIELDS
+from .results import Trajectory
+from .store_files import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_VERSION,
+    Checkpoint,
+    StoreCorruptError,
+    StoreError,
+    StoreExistsError,
+    StoreLockedError,
+    WriterLock,
+    attr_str,
+    class_path,
+    clear_status_flags,
+    fsync_dir,
+    fsync_file,
+    resolve,
+    side_paths,
+    signals_blocked,
+    to_jsonable,
+    utc_now,
+    write_checkpoint_file,
+)
+from .store_format import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    Dims,
+    _product,
+    create_observables,
+    delete_group,
+    encode_chunks,
+    final_handles,
+    schema_from_fields,
+    set_attrs,
+    split_description,
+    update_final_in_place,
+    write_checkpoint_group,
+    write_final,
+    write_problem,
+)
+from .store_read import (
+    Observable,
+    Store,
+    _check_readable,
+    _checkpoints,
+    _inspect_json,
+    _open_h5,
+    _read_plan,
+    _read_series,
+    _store_path,
+    _trajectory_field,
+    _trajectory_from_arrays,
+    inspect_lines,
+    open_store,
+)
+
+__all__ = [
+    "RUN_FAMILIES", "FORMAT_NAME", "FORMAT_VERSION", "Observable", "Store", "StoreCorruptError", "StoreError",
+    "StoreExistsError", "StoreLockedError", "inspect_lines", "open_store", "register_cli", "resume",
+    "run_with_store",
+]
+
+#: Run families a store can rebuild: ``run.family`` -> "module:RunClass" (imported on use).
+#: MGD/SMGD runs are family "mgd"; MGF(λ) and gradient flow share the family "flow"
+#: (kinds "mgf", "gf"); "mgf"/"gf" are accepted as family names too.
+RUN_FAMILIES = {
+    "mgd": "dlnmomentum.mgd:MGDRun",
+    "flow": "dlnmomentum.flow:FlowRun",
+    "mgf": "dlnmomentum.flow:FlowRun",
+    "gf": "dlnmomentum.flow:FlowRun",
+}
+
+TERMINAL = (st.CONVERGED, st.MAX_STEPS, st.DIVERGED)
+
+#: A stored run keeps its recorded blocks in memory for the returned result while they
+#: take less than this; beyond, it drops them and reads the trajectory back at the end.
+MAX_COLLECT_BYTES = 256 * 2**20
+
+#: The main thread waits for the writer thread when more than this many bytes of rows are queued
+#: (memory stays bounded when compression is slower than the run records).
+MAX_QUEUED_BYTES = 64 * 2**20
+
+#: Record-buffer keys of the kernels that are not themselves recorded fields.
+_BLOCK_LAYOUT_KEYS = ("step", "vectors", "losses")
+
+#: Test hook: called with a point name ("chunk", "checkpoint:flush", "checkpoint:write",
+#: "checkpoint:done", "close:start", "close:reopen", "close:done"); tests kill the writer there.
+_TEST_HOOK = None
+
+
+def _hook(point):
+    if _TEST_HOOK is not None:
+        _TEST_HOOK(point)
+
+
+# -- recorded fields of a run ------------------------------------------------------------------
+
+def record_fields(run, block, rows):
+    """Name -> array ``(rows, ...)`` of one record block: ``step``, ``time``, then the fields.
+
+    A run may define ``record_fields(block, rows)``; otherwise the block is read like
+    :func:`dlnmomentum.results.trajectory_from_blocks` does, every key besides the
+    kernel buffers (``step``, ``vectors``, ``losses``) being an extra field.
+    (The arrays may be views of the block.)
+    """
+    custom = getattr(run, "record_fields", None)
+    if custom is not None:
+        fields = dict(custom(block, rows))
+        out = {"step": fields.pop("step"), "time": fields.pop("time")}
+        out.update(fields)
+        return out
+    # The mapping of trajectory_from_blocks, without its read-only copies (rows are copied
+    # when they are cut into chunks).
+    step = block["step"][:rows]
+    out = {"step": step, "time": np.asarray(run.time_of_step(step), dtype=np.float64)}
+    vectors, losses = block["vectors"][:rows], block["losses"][:rows]
+    out.update({name: vectors[:, i] for i, name in enumerate(VECTOR_FIELDS)})
+    out.update({name: losses[:, i] for i, name in enumerate(SCALAR_FIELDS)})
+    out.update({k: block[k][:rows] for k in block if k not in _BLOCK_LAYOUT_KEYS})
+    return out
+
+
+def _versions():
+    import numba
+
+    import dlnmomentum
+
+    return {"package_version": dlnmomentum.__version__, "numba_version": numba.__version__,
+            "numpy_version": np.__version__, "h5py_version": h5py.version.version,
+            "hdf5_version": h5py.version.hdf5_version, "python_version": platform.python_version()}
+
+
+# -- the writer -------------------------------------------------------------------------------
+
+class _Writer:
+    """The sink of :func:`dlnmomentum._driver.drive` for a stored run.
+
+    One worker thread owns the HDF5 file: it creates the layout, compresses and
+    writes chunks, flushes and writes checkpoints, in the order the main thread
+    submits them, while the main thread runs the (GIL-free) kernel. The main thread
+    only cuts recorded rows into chunks and snapshots the state for checkpoints.
+
+    Invariant, per dataset ``key``: ``issued[key]`` rows are written (or queued to be
+    written, in order) as whole chunks, ``pending[key]`` holds the rows after them,
+    and together they make ``rows`` = the run's ``cursor[0]``. A checkpoint queued
+    after the writes of ``issued`` rows records them as committed.
+    """
+
+    def __init__(self, path, lock, run, schema, header, *, checkpoint_every, f=None, setup=None, rows=0,
+                 written=None, pending=None, sequence=0, collect=True, tmp_path=None):
+        self.path, self.lock, self.run = path, lock, run
+        self.tmp_path = tmp_path  # the file being created, until it becomes ``path``
+        self.schema = schema
+        self.header = header
+        self.f = f
+        self.dsets = {}
+        self.final_handles = None
+        self.fd = None
+        self.rows = int(rows)
+        self.issued = {k: int((written or {}).get(k, 0)) for k in schema}
+        self.pending = {k: [] for k in schema}
+        self.pending_rows = {k: 0 for k in schema}
+        self.jobs = collections.deque()
+        self.queued_bytes = 0
+        self.checkpoint_future = None
+        self.failed = None
+        with signals_blocked():  # the worker thread inherits a mask without SIGINT/SIGTERM
+            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dlnm-store")
+        self._io(self._open_job, setup)
+        for key, arr in (pending or {}).items():
+            if key in schema and len(arr):
+                self._push(key, np.asarray(arr))
+        self.collected = [] if collect else None
+        self.collected_bytes = 0
+        self.checkpoint_every = checkpoint_every
+        self.watch = Stopwatch()
+        self.sequence = int(sequence)
+        self.result = None
+        self.closed = False
+        if not self._consistent(run):
+            raise StoreError(f"store {self.path}: {self.rows} rows stored but the run recorded "
+                             f"{int(run.cursor[0])}")
+
+    # -- the worker thread ------------------------------------------------------------------
+    def _io(self, fn, *args, nbytes=0):
+        """Queue ``fn(*args)`` on the worker; errors surface in the main thread at the next call."""
+        def job():
+            if self.failed is not None:
+                return None  # after a failure nothing else is written (checkpoints stay consistent)
+            try:
+                return fn(*args)
+            except BaseException as exc:
+                self.failed = exc
+                raise
+        future = self.pool.submit(job)
+        self.jobs.append((future, nbytes))
+        self.queued_bytes += nbytes
+        self._reap(wait=False)
+        return future
+
+    def _reap(self, wait):
+        """Collect finished jobs (all of them when ``wait``, enough to bound the queue otherwise)."""
+        while self.jobs and (wait or self.jobs[0][0].done() or self.queued_bytes > MAX_QUEUED_BYTES):
+            future, nbytes = self.jobs.popleft()
+            self.queued_bytes -= nbytes
+            future.exception()  # waits; the error itself is kept in self.failed
+        if self.failed is not None:
+            raise StoreError(f"writing store {self.path} failed: {self.failed}") from self.failed
+
+    def _open_job(self, setup):
+        if setup is not None:
+            self.final_handles = setup(self.f)
+            self.tmp_path = None
+        elif "final" in self.f:
+            self.final_handles = final_handles(self.f["final"])
+        if not self.f.swmr_mode:
+            self.f.swmr_mode = True
+        self.dsets = {k: self.f[s.path] for k, s in self.schema.items()}
+        self.extent = {k: ds.shape[0] for k, ds in self.dsets.items()}
+        try:
+            self.fd = self.f.id.get_vfd_handle()
+        except Exception:  # noqa: BLE001 - another driver: fsync by path
+            self.fd = None
+
+    def _write_job(self, key, offset, rows, pieces=None):
+        if pieces is None:
+            pieces = encode_chunks(rows, self.schema[key].chunks)
+        dsid = self.dsets[key].id
+        end = offset + len(rows)
+        if self.extent[key] < end:
+            dsid.set_extent((end,) + self.schema[key].row_shape)
+            self.extent[key] = end
+        for offsets, data in pieces:
+            dsid.write_direct_chunk((offset,) + offsets, data)
+
+    def _sync(self):
+        self.f.flush()
+        if self.fd is not None:
+            getattr(os, "fdatasync", os.fsync)(self.fd)
+        else:
+            fsync_file(self.path)
+
+    def _checkpoint_job(self, ckpt):
+        _hook("checkpoint:flush")
+        self._sync()
+        _hook("checkpoint:write")
+        write_checkpoint_file(self.path, ckpt)
+        _hook("checkpoint:done")
+
+    # -- driver protocol --------------------------------------------------------------------
+    def append(self, block, rows):
+        fields = record_fields(self.run, block, rows)
+        if set(fields) != set(self.schema):
+            raise StoreError(f"store {self.path}: the run recorded fields {sorted(fields)}, the store holds "
+                             f"{sorted(self.schema)}")
+        with signals_blocked():
+            for key, arr in fields.items():
+                self._push(key, np.asarray(arr)[:rows])
+            self.rows += rows
+        if self.collected is not None:
+            self.collected.append((block, rows))
+            self.collected_bytes += sum(np.asarray(v).nbytes for v in block.values())
+            if self.collected_bytes > MAX_COLLECT_BYTES:
+                self.collected = None  # memory stays bounded: the result reads the file instead
+        self._reap(wait=False)
+
+    def chunk_done(self, run, status=st.RUNNING):
+        due = self.checkpoint_every <= 0 or self.watch.elapsed() >= self.checkpoint_every
+        if status == st.RUNNING and due:
+            self.checkpoint(run)
+        _hook("chunk")
+
+    def close(self, run, status):
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if status == st.RUNNING or not self._consistent(run) or self.failed is not None:
+                self._abort()
+                return
+            with signals_blocked():
+                self._finalise(run, status)
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            with contextlib.suppress(Exception):
+                if self.f.id.valid:
+                    self.f.close()
+            self.lock.release()
+
+    # -- rows -------------------------------------------------------------------------------
+    def _push(self, key, arr):
+        if not len(arr):
+            return
+        s = self.schema[key]
+        arr = np.asarray(arr, dtype=s.dtype)
+        if arr.shape[1:] != s.row_shape:
+            raise StoreError(f"store {self.path}: rows of {key!r} have shape {arr.shape[1:]}, "
+                             f"expected {s.row_shape}")
+        self.pending[key].append(arr)
+        self.pending_rows[key] += len(arr)
+        per_chunk = s.chunk_rows
+        if self.pending_rows[key] >= per_chunk:
+            buf = np.concatenate(self.pending[key])
+            full = len(buf) // per_chunk
+            for i in range(full):
+                self._submit(key, buf[i * per_chunk:(i + 1) * per_chunk])
+            rest = buf[full * per_chunk:]
+            self.pending[key] = [rest.copy()] if len(rest) else []
+            self.pending_rows[key] = len(rest)
+
+    def _submit(self, key, rows, pieces=None):
+        offset = self.issued[key]
+        self.issued[key] += len(rows)
+        self._io(self._write_job, key, offset, rows, pieces, nbytes=rows.nbytes)
+
+    def _consistent(self, run):
+        return self.rows == int(run.cursor[0])
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def _make_checkpoint(self, run, status):
+        self.sequence += 1
+        meta = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+                "store_id": self.header["store_id"], "sequence": self.sequence,
+                "family": self.header["family"], "kind": self.header["kind"], "done": int(run.done),
+                "status": int(status), "rows": self.rows, "written": dict(self.issued), "time": utc_now(),
+                "pid": os.getpid()}
+        state = {k: np.array(v, copy=True) for k, v in run.state_arrays().items()}
+        pending = {k: np.concatenate(v) for k, v in self.pending.items() if v}
+        return Checkpoint(meta, state, pending)
+
+    def checkpoint(self, run, status=st.RUNNING):
+        """Queue: flush + fsync the file, then atomically replace ``<store>.ckpt``.
+
+        At most one checkpoint is queued: while the previous one is still being written the
+        request is skipped (and retried after the next chunk).
+        """
+        if not self._consistent(run):
+            return
+        if self.checkpoint_future is not None and not self.checkpoint_future.done():
+            return
+        self.checkpoint_future = self._io(self._checkpoint_job, self._make_checkpoint(run, status))
+        self.watch.reset()
+
+    # -- the end ----------------------------------------------------------------------------
+    def _abort(self):
+        """An exception ended the run: leave the file resumable from its last checkpoint."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        with contextlib.suppress(Exception):
+            self.f.close()
+        if self.tmp_path is not None:  # the store was never complete
+            with contextlib.suppress(OSError):
+                os.unlink(self.tmp_path)
+
+    def _finalise(self, run, status):
+        _hook("close:start")
+        final_ckpt = self._make_checkpoint(run, status)
+        if status == st.INTERRUPTED:
+            self._io(self._checkpoint_job, final_ckpt)
+        tails = [key for key in self.schema if self.pending_rows[key]]
+        for i, key in enumerate(tails):  # the last, partial chunks: written once, at the end
+            rows = np.concatenate(self.pending[key])
+            self.pending[key], self.pending_rows[key] = [], 0
+            # the main thread, idle from here on, encodes every other tail itself
+            self._submit(key, rows, encode_chunks(rows, self.schema[key].chunks) if i % 2 else None)
+        if self.collected is not None:
+            result = run.finish(status, self.collected)  # overlaps with the last writes
+        else:
+            result = run.finish(status, ())
+            name = _trajectory_field(result)
+            if name is not None and self.schema:
+                future = self._io(self._read_job)
+                self._reap(wait=True)  # raises if a write failed
+                result = dataclasses.replace(result, **{name: _trajectory_from_arrays(future.result())})
+        self._io(self._finalise_job, run, status, result, final_ckpt)
+        self._reap(wait=True)
+        self.result = result
+        _hook("close:done")
+
+    def _read_job(self):
+        for ds in self.dsets.values():
+            if ds.shape[0] != self.rows:
+                ds.resize(self.rows, axis=0)
+        return _read_series(self.f, self.schema, self.rows)
+
+    def _finalise_job(self, run, status, result, final_ckpt):
+        for ds in self.dsets.values():
+            if ds.shape[0] != self.rows:
+                ds.resize(self.rows, axis=0)
+        closing = {"status": np.int64(status), "status_name": st.status_name(status),
+                   "writer_state": "closed", "steps_done": np.int64(run.done), "rows": np.int64(self.rows),
+                   "updated": utc_now(), "result_class": class_path(result)}
+        event = {"event": "closed", "time": closing["updated"], "status": st.status_name(status),
+                 "steps_done": int(run.done), "rows": self.rows, "pid": os.getpid()}
+        done = False
+        if status != st.INTERRUPTED and self.final_handles is not None:
+            # The common case: values into the datasets pre-created from the template result,
+            # still in SWMR mode (no reopen, no new object).
+            try:
+                if update_final_in_place(self.final_handles, result, Trajectory, type(run.problem)):
+                    self._close_attrs(self.f, closing, event, modify=True)
+                    done = True
+                    _hook("close:final-written")
+            except (OSError, ValueError, KeyError, TypeError):
+                done = False
+        self.final_handles = None
+        self.f.close()
+        if not done:
+            _hook("close:reopen")
+            with h5py.File(self.path, "r+", libver="latest") as f:
+                dims = Dims(run.problem.d)
+                write_final(f, dims, result, Trajectory, type(run.problem), complete=True)
+                if status == st.INTERRUPTED:
+                    write_checkpoint_group(f, dims, final_ckpt)
+                self._close_attrs(f, closing, event, modify=False)
+        fsync_file(self.path)
+        if status != st.INTERRUPTED:
+            sides = side_paths(self.path)
+            for name in ("checkpoint", "previous"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(sides[name])
+
+    @staticmethod
+    def _close_attrs(f, closing, event, modify):
+        history = json.loads(attr_str(f.attrs.get("history", "[]")))
+        history.append(event)
+        closing = dict(closing, history=json.dumps(history))
+        if modify:
+            for key, value in closing.items():
+                f.attrs.modify(key, value)
+        else:
+            f.attrs.update(closing)
+
+
+# -- creating a store -------------------------------------------------------------------------
+
+def _run_class_path(run):
+    family = getattr(run, "family", None)
+    if family not in RUN_FAMILIES:
+        raise StoreError(f"cannot store a run of family {family!r}: stores know {sorted(RUN_FAMILIES)} "
+                         "(dlnmomentum.store.RUN_FAMILIES)")
+    return RUN_FAMILIES[family]
+
+
+def _initial_arrays(run):
+    return {"u0": np.asarray(run.u0, dtype=np.float64), "v0": np.asarray(run.v0, dtype=np.float64)}
+
+
+def _write_layout(f, header, description, problem, initial, schema, template=None):
+    """Root attributes, /problem, /initial, /config_arrays, empty /observables and a template /final.
+
+    ``template`` is the result of the fresh run: ``/final`` is created from it (marked
+    ``complete = 0``) so that closing the store only overwrites values.
+    """
+    desc, arrays = split_description(description)
+    set_attrs(f, dict(header, config=json.dumps(desc)), replace=False)
+    dims = Dims(problem.d)
+    write_problem(f, dims, problem)
+    g = f.create_group("initial")
+    set_attrs(g, {"description": "initial weights of the run (w_plus0 = u0 + v0, w_minus0 = u0 - v0)"})
+    for name, value in initial.items():
+        dims.array(g, name, value, ["coordinate"])
+    if arrays:
+        ca = f.create_group("config_arrays")
+        set_attrs(ca, {"description": "long lists of the run configuration (referenced from the config "
+                                      "attribute)"})
+        for ref, value in arrays.items():
+            dims.array(ca, ref.rsplit("/", 1)[-1], value)
+    create_observables(f, dims, schema)
+    if template is not None:
+        return write_final(f, dims, template, Trajectory, type(problem), complete=False)
+    return None
+
+
+def _template(run_class, problem, description, initial):
+    """The result of a fresh run (its fields have the final shapes and types, mostly)."""
+    import warnings
+
+    fresh = run_class.rebuild(problem, description, initial["u0"], initial["v0"])
+    with warnings.catch_warnings():  # diagnostics about a run that has not started are meaningless
+        warnings.simplefilter("ignore")
+        return fresh.finish(st.RUNNING, ())
+
+
+def _new_header(run, store_id):
+    import uuid
+
+    now = utc_now()
+    header = {"format": FORMAT_NAME, "format_version": np.int64(FORMAT_VERSION), "kind": run.kind,
+              "family": run.family, "run_class": _run_class_path(run),
+              "store_id": store_id or uuid.uuid4().hex, "created": now, "updated": now,
+              "status": np.int64(st.RUNNING), "status_name": "running", "writer_state": "open",
+              "steps_total": np.int64(run.total), "steps_done": np.int64(0), "rows": np.int64(0),
+              "platform": platform.platform()}
+    header.update(_versions())
+    header["history"] = json.dumps([{"event": "created", "time": now, "pid": os.getpid(), **_versions()}])
+    return header
+
+
+def _create(path, run, lock, checkpoint_every):
+    """The writer of a new store.
+
+    The worker thread writes the layout while the run starts, into a temporary file that
+    replaces ``path`` once it is complete and in SWMR mode: a writer killed while creating
+    the store leaves no store rather than a half-made one.
+    """
+    header = _new_header(run, None)
+    schema = schema_from_fields(record_fields(run, run.new_block(0), 0)) if len(run.schedule) else {}
+    description = run.description()
+    initial = _initial_arrays(run)
+    tmp = f"{path}.creating{os.getpid()}.tmp"
+    try:
+        f = h5py.File(tmp, "w", libver="latest")
+    except OSError as exc:
+        raise StoreError(f"cannot create store {path}: {exc}") from exc
+
+    def setup(f):
+        template = _template(type(run), run.problem, description, initial)
+        handles = _write_layout(f, header, description, run.problem, initial, schema, template)
+        f.flush()
+        _hook("create:layout")
+        f.swmr_mode = True
+        os.replace(tmp, path)
+        fsync_dir(path)
+        return handles
+
+    try:
+        return _Writer(path, lock, run, schema, header, checkpoint_every=checkpoint_every, f=f, setup=setup,
+                       tmp_path=tmp)
+    except BaseException:
+        f.close()
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _remove_store_files(path):
+    sides = side_paths(path)
+    for p in (path, sides["checkpoint"], sides["previous"]):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(p)
+    _remove_temporaries(path)
+
+
+def _remove_temporaries(path):
+    """Temporary files of writers that died (only the lock holder calls this)."""
+    directory, base = os.path.split(os.path.abspath(path))
+    prefixes = tuple(base + suffix for suffix in (".ckpt.tmp", ".rebuild", ".creating"))
+    for name in os.listdir(directory):
+        if name.startswith(prefixes) and (name.endswith(".tmp") or ".ckpt.tmp" in name):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(directory, name))
+
+
+@contextlib.contextmanager
+def _short_switch_interval(seconds=2e-4):
+    """While the store's worker thread runs Python (HDF5 calls), hand the GIL back to the main
+    thread quickly when a kernel chunk returns (CPython's default waits up to 5 ms)."""
+    previous = sys.getswitchinterval()
+    if previous > seconds:
+        sys.setswitchinterval(seconds)
+    try:
+        yield
+    finally:
+        if sys.getswitchinterval() == seconds and previous > seconds:
+            sys.setswitchinterval(previous)
+
+
+def _drive_stored(run, writer, flag, progress):
+    if flag["signum"] is not None:  # a signal arrived while the store was being set up
+        writer.close(run, st.INTERRUPTED)
+        run.interrupt_signal = flag["signum"]
+    else:
+        try:
+            with _short_switch_interval():
+                drive(run, progress=progress, desc=run.kind, sink=writer, collect=False)
+        finally:
+            if not writer.closed:
+                writer.close(run, st.RUNNING)
+    if writer.result is None:
+        import warnings
+
+        warnings.warn(f"store {writer.path} was left at its last checkpoint (the run was stopped between a "
+                      f"chunk and its recording); `dlnm resume {writer.path}` continues it", RuntimeWarning,
+                      stacklevel=3)
+        return run.finish(st.INTERRUPTED, writer.collected or ())
+    return writer.result
+
+
+def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progress=False):
+    """Drive ``run`` to its end while streaming it to the HDF5 file ``store``.
+
+    Called by :func:`dlnmomentum.mgd` (and the flows) for ``store=...``; returns the
+    same result object as the live run.
+
+    Raises
+    ------
+    StoreExistsError
+        ``store`` exists and ``overwrite`` is false.
+    StoreLockedError
+        Another live process writes ``store``.
+    """
+    path = _store_path(store)
+    checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
+    if not isinstance(overwrite, (bool, np.bool_)):
+        raise TypeError(f"overwrite must be a bool, got {overwrite!r}")
+    if os.path.isdir(path):
+        raise StoreError(f"store {path} is a directory")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"cannot create store {path}: directory {parent} does not exist")
+    if os.path.lexists(path) and not overwrite:
+        raise StoreExistsError(f"store {path} already exists; pass overwrite=True (--overwrite) to replace "
+                               f"it, or dlnmomentum.resume({path!r}) (dlnm resume) to continue it")
+    with deferred_signals() as flag:
+        lock = WriterLock.acquire(path, f"writing a {run.kind} run")
+        try:
+            with signals_blocked():
+                _remove_store_files(path)
+                writer = _create(path, run, lock, checkpoint_every)
+        except BaseException:
+            lock.release()
+            raise
+        return _drive_stored(run, writer, flag, progress)
+
+
+# -- resume -----------------------------------------------------------------------------------
+
+def _run_class(plan, path):
+    family = plan.header.get("family")
+    if family not in RUN_FAMILIES:
+        raise StoreError(f"store {path} holds a run of unknown family {family!r}")
+    return resolve(RUN_FAMILIES[family], "run class")
+
+
+def _rebuild_run(plan, ckpt, path):
+    cls = _run_class(plan, path)
+    run = cls.rebuild(plan.problem, plan.description, plan.initial["u0"], plan.initial["v0"])
+    if ckpt is not None:
+        run.load_state_arrays(ckpt.state)
+        if int(run.cursor[0]) != ckpt.rows or run.done != ckpt.done:
+            raise StoreCorruptError(f"checkpoint {ckpt.source} is inconsistent (rows {ckpt.rows}, "
+                                    f"cursor {int(run.cursor[0])})")
+    return run
+
+
+def _copy_committed(path, plan, written):
+    """A fresh copy of a store whose writer died: layout + the committed chunks, bit for bit."""
+    tmp = f"{path}.rebuild{os.getpid()}.tmp"
+    src, _ = _open_h5(path)
+    try:
+        with src, h5py.File(tmp, "w", libver="latest") as dst:
+            header = {k: v for k, v in src.attrs.items() if k != "config"}
+            template = _template(_run_class(plan, path), plan.problem, plan.description, plan.initial)
+            _write_layout(dst, header, plan.description, plan.problem, plan.initial, plan.schema, template)
+            for key, s in plan.schema.items():
+                n = written[key]
+                if not n:
+                    continue
+                sds, dds = src[s.path], dst[s.path]
+                dds.resize(n, axis=0)
+                grid = [range(0, size, c) for size, c in zip(s.row_shape, s.chunks[1:], strict=True)]
+                for row in range(0, n, s.chunk_rows):
+                    for offsets in _product(grid):
+                        mask, data = sds.id.read_direct_chunk((row,) + offsets)
+                        dds.id.write_direct_chunk((row,) + offsets, data, mask)
+        fsync_file(tmp)
+        os.replace(tmp, path)
+        fsync_dir(path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _reopen(path, plan, ckpt):
+    """The store opened for SWMR writing with every dataset cut back to the checkpoint's rows."""
+    written = ckpt.written if ckpt is not None else {k: 0 for k in plan.schema}
+    if not plan.clean:
+        _copy_committed(path, plan, written)
+    f = h5py.File(path, "r+", libver="latest")
+    try:
+        if "checkpoint" in f:
+            delete_group(f, "checkpoint")
+        if "final" in f:
+            f["final"].attrs["complete"] = np.int8(0)
+        for key, s in plan.schema.items():
+            if f[s.path].shape[0] != written[key]:
+                f[s.path].resize(written[key], axis=0)
+        history = json.loads(attr_str(f.attrs.get("history", "[]")))
+        history.append({"event": "resumed", "time": utc_now(), "pid": os.getpid(),
+                        "from_step": ckpt.done if ckpt is not None else 0,
+                        "checkpoint": os.path.basename(ckpt.source) if ckpt is not None else None,
+                        "recovered": not plan.clean, **_versions()})
+        f.attrs.update({"status": np.int64(st.RUNNING), "status_name": "running", "writer_state": "open",
+                        "updated": utc_now(), "history": json.dumps(history)})
+        f.flush()
+        _hook("resume:reopened")
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def _repair_flags(path):
+    """Clear the "open for writing" superblock flags of a writer that died outside SWMR mode.
+
+    Returns True when the file needed it (it is then rebuilt from its committed rows).
+    """
+    try:
+        f, _ = _open_h5(path)
+        f.close()
+    except StoreCorruptError as exc:
+        if "left open by a writer" not in str(exc):
+            raise
+        return clear_status_flags(path)
+    return False
+
+
+def resume(path, *, progress=None, checkpoint_every=60.0):
+    """Continue a stored run from its last checkpoint; returns the result (as the live run would).
+
+    Works after Ctrl-C/SIGTERM (clean ``interrupted`` file), after the writer was killed
+    (the file is rebuilt from its committed rows) and for runs with no checkpoint yet
+    (restarted from step 0). A finished store is returned as is. The resumed run is
+    bitwise identical to an uninterrupted one.
+    """
+    path = _store_path(path)
+    _check_readable(path)
+    checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
+    with deferred_signals() as flag:
+        lock = WriterLock.acquire(path, "resuming")
+        try:
+            with signals_blocked():
+                _remove_temporaries(path)
+                repaired = _repair_flags(path)
+                plan = _read_plan(path)
+                plan.clean = plan.clean and not repaired
+                status = int(plan.header.get("status", st.RUNNING))
+                if plan.clean and status in TERMINAL:
+                    lock.release()
+                    return Store(path).result
+                candidates = _checkpoints(path, plan)
+                ckpt = candidates[0] if candidates else None
+                run = _rebuild_run(plan, ckpt, path)
+                f = _reopen(path, plan, ckpt)
+                writer = _Writer(path, lock, run, plan.schema, plan.header, checkpoint_every=checkpoint_every,
+                                 f=f, rows=ckpt.rows if ckpt else 0, written=ckpt.written if ckpt else None,
+                                 pending=ckpt.pending if ckpt else None,
+                                 sequence=int(ckpt.meta.get("sequence", 0)) if ckpt else 0, collect=False)
+        except BaseException:
+            lock.release()
+            raise
+        return _drive_stored(run, writer, flag, bool(progress))
+
+
+# -- command line -----------------------------------------------------------------------------
+
+def _file_kind(path):
+    f, _ = _open_h5(path)
+    with f:
+        return attr_str(f.attrs.get("kind", ""))
+
+
+def _cmd_inspect(args):
+    if _file_kind(args.path) == "sweep":
+        import importlib
+
+        try:
+            sweep = importlib.import_module("dlnmomentum.sweep")
+        except ImportError as exc:
+            raise StoreError(f"{args.path} is a sweep store but dlnmomentum.sweep is not available") from exc
+        lines = getattr(sweep, "inspect_lines", None)
+        if lines is None:
+            raise StoreError(f"{args.path} is a sweep store and dlnmomentum.sweep has no inspect_lines")
+        for line in lines(args.path):
+            print(line)
+        return 0
+    if args.json:
+        print(json.dumps(to_jsonable(_inspect_json(args.path))))
+    else:
+        for line in inspect_lines(args.path):
+            print(line)
+    return 0
+
+
+def _cmd_resume(args):
+    if _file_kind(args.path) == "sweep":
+        raise StoreError(f"{args.path} is a sweep store; continue it with "
+                         f"`dlnm sweep ... --store {args.path} --resume` (dlnmomentum.sweep)")
+    result = resume(args.path, progress=not args.no_progress and sys.stderr.isatty(),
+                    checkpoint_every=args.checkpoint_every)
+    if args.json:
+        out = to_jsonable(result.to_dict())
+        out["status_name"] = result.status_name
+        out["message"] = result.message
+        print(json.dumps(out))
+    else:
+        print(result.summary() if hasattr(result, "summary") else result)
+    return 0 if result.status_name in ("converged", "max_steps") else 1
+
+
+def register_cli(subparsers):
+    """Add ``dlnm inspect PATH`` and ``dlnm resume PATH``."""
+    p = subparsers.add_parser("inspect", help="describe a stored run (or sweep): configuration, status, "
+                              "final metrics, recorded fields, file size",
+                              description="Print what an HDF5 store holds. Damaged files give an error, "
+                              "never a hang.")
+    p.add_argument("path", help="the .h5 store")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_inspect)
+    r = subparsers.add_parser("resume", help="continue an interrupted or crashed stored run",
+                              description="Continue a stored run from its last checkpoint (bitwise "
+                              "identical to an uninterrupted run) and print its summary.")
+    r.add_argument("path", help="the .h5 store")
+    r.add_argument("--checkpoint-every", type=float, default=60.0,
+                   help="seconds between checkpoints (default 60)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--json", action="store_true", help="print the result as JSON")
+    r.set_defaults(func=_cmd_resume)

@@ -1,0 +1,395 @@
+"""Files around an HDF5 run store: errors, checkpoint files, the writer lock, durability helpers.
+
+``<store>.ckpt`` (atomically replaced, previous kept as ``.ckpt.prev``), ``<store>.lock``
+(pid/host of the writer), and the repair of the superblock flags a killed HDF5 writer
+leaves behind. See ``docs/store-format.md``.
+"""
+
+import contextlib
+import dataclasses
+import datetime
+import importlib
+import json
+import os
+import signal
+import socket
+import threading
+import time
+
+import numpy as np
+
+CHECKPOINT_FORMAT = "dlnmomentum-checkpoint"
+CHECKPOINT_VERSION = 1
+
+#: Modules whose classes a store may name (result classes, NamedTuple configs).
+TRUSTED_MODULE_PREFIX = "dlnmomentum."
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+class StoreError(OSError):
+    """A store cannot be created, opened, resumed or read; the message names the file."""
+
+
+class StoreExistsError(StoreError, FileExistsError):
+    """The store file exists and ``overwrite`` was not given."""
+
+
+class StoreLockedError(StoreError):
+    """Another live process is writing the store."""
+
+
+class StoreCorruptError(StoreError):
+    """The file is not a readable store (truncated, garbage, or damaged beyond recovery)."""
+
+
+# -- small utilities ----------------------------------------------------------------------------
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def side_paths(path):
+    """The files next to a store: checkpoint, previous checkpoint, lock."""
+    return {"checkpoint": path + ".ckpt", "previous": path + ".ckpt.prev", "lock": path + ".lock"}
+
+
+def fsync_file(path):
+    """Data of ``path`` on disk (fdatasync where available)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        getattr(os, "fdatasync", os.fsync)(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path):
+    """fsync the directory holding ``path`` (makes renames durable; best effort)."""
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def signals_blocked():
+    """Hold SIGINT/SIGTERM back (delivered on exit) around writes that must not be torn."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def resolve(path, what="class"):
+    """Import ``"module:qualname"``; only modules of this package are trusted."""
+    module, _, name = str(path).partition(":")
+    if not (module == "dlnmomentum" or module.startswith(TRUSTED_MODULE_PREFIX)) or not name:
+        raise StoreError(f"refusing to import {what} {path!r} named in a store (only dlnmomentum classes)")
+    obj = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def class_path(obj_or_cls):
+    cls = obj_or_cls if isinstance(obj_or_cls, type) else type(obj_or_cls)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def to_jsonable(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (np.floating, np.integer, np.bool_)):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if hasattr(value, "_asdict"):
+        return to_jsonable(value._asdict())
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def dumps(value):
+    return json.dumps(to_jsonable(value), sort_keys=False)
+
+
+def attr_str(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return str(value)
+
+
+# -- checkpoints --------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Checkpoint:
+    """Kernel state + row bookkeeping: everything needed to continue a run bit for bit.
+
+    ``written[key]`` rows of each dataset are in the .h5 as whole chunks (flushed before the
+    checkpoint); ``pending[key]`` holds the rows recorded after them (less than a chunk).
+    """
+
+    meta: dict
+    state: dict
+    pending: dict
+    source: str = ""
+
+    @property
+    def done(self):
+        return int(self.meta["done"])
+
+    @property
+    def rows(self):
+        return int(self.meta["rows"])
+
+    @property
+    def written(self):
+        return {k: int(v) for k, v in self.meta["written"].items()}
+
+    @property
+    def store_id(self):
+        return self.meta.get("store_id")
+
+    def arrays(self):
+        out = {f"state.{k}": np.asarray(v) for k, v in self.state.items()}
+        out.update({f"pending.{k}": np.asarray(v) for k, v in self.pending.items()})
+        return out
+
+
+def write_checkpoint_file(path, ckpt):
+    """Atomically replace ``<path>.ckpt`` (tmp file, fsync, rename; the old one kept as ``.ckpt.prev``)."""
+    sides = side_paths(path)
+    target, previous = sides["checkpoint"], sides["previous"]
+    tmp = f"{target}.tmp{os.getpid()}"
+    payload = {"meta": np.frombuffer(json.dumps(ckpt.meta).encode("utf-8"), dtype=np.uint8)}
+    payload.update(ckpt.arrays())
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if os.path.exists(target):
+            os.replace(target, previous)
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    fsync_dir(target)
+
+
+def read_checkpoint_file(file):
+    """The checkpoint in ``file``; raises ``StoreCorruptError`` if it is incomplete or damaged."""
+    import zipfile
+
+    try:
+        with np.load(file, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode("utf-8"))
+            arrays = {k: z[k] for k in z.files if k != "meta"}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        raise StoreCorruptError(f"checkpoint {file} is unreadable: {exc}") from exc
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        raise StoreCorruptError(f"{file} is not a dlnmomentum checkpoint")
+    state = {k[6:]: v for k, v in arrays.items() if k.startswith("state.")}
+    pending = {k[8:]: v for k, v in arrays.items() if k.startswith("pending.")}
+    return Checkpoint(meta, state, pending, source=str(file))
+
+
+# -- lock file ----------------------------------------------------------------------------------
+
+class WriterLock:
+    """``<store>.lock``: created with O_EXCL, holds the writer's pid/host; stale locks are taken over."""
+
+    def __init__(self, path, info):
+        self.path = path
+        self.lock_path = side_paths(path)["lock"]
+        self.info = info
+        self.released = False
+
+    @classmethod
+    def acquire(cls, path, purpose):
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": utc_now(), "purpose": purpose,
+                "token": os.urandom(8).hex()}
+        lock_path = side_paths(path)["lock"]
+        for _ in range(5):
+            try:
+                fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                other = read_lock(lock_path)
+                if lock_is_stale(lock_path, other):
+                    _remove_stale(lock_path)
+                    continue
+                who = "another process (lock being created)"
+                if other:
+                    who = (f"process {other.get('pid')} on {other.get('host')} since {other.get('since')} "
+                           f"({other.get('purpose', 'writing')})")
+                raise StoreLockedError(
+                    f"store {path} is open for writing by {who}; wait for it to finish or stop it "
+                    f"(if no such process exists, delete {lock_path})") from None
+            with os.fdopen(fd, "w") as fh:
+                json.dump(info, fh)
+            return cls(path, info)
+        raise StoreLockedError(f"could not acquire the lock {lock_path} of store {path}")
+
+    def release(self):
+        if self.released:
+            return
+        self.released = True
+        other = read_lock(self.lock_path)
+        if other is not None and other.get("token") == self.info["token"]:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.lock_path)
+
+
+def read_lock(lock_path):
+    try:
+        with open(lock_path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def pid_alive(pid):
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def lock_is_stale(lock_path, info):
+    """True when the lock's process is gone (same host), or an unreadable lock is old."""
+    if info is None:
+        try:
+            return time.time() - os.path.getmtime(lock_path) > 10.0
+        except OSError:
+            return True
+    if info.get("host") != socket.gethostname():
+        return False
+    return not pid_alive(info.get("pid", -1))
+
+
+def lock_holder(path, ignore_self=False):
+    """The live writer of a store as a dict, or None (``ignore_self``: None when it is this process)."""
+    lock_path = side_paths(path)["lock"]
+    info = read_lock(lock_path)
+    if info is None and not os.path.exists(lock_path):
+        return None
+    if lock_is_stale(lock_path, info):
+        return None
+    if ignore_self and info and info.get("pid") == os.getpid() and info.get("host") == socket.gethostname():
+        return None
+    return info or {}
+
+
+def _remove_stale(lock_path):
+    tmp = f"{lock_path}.stale{os.getpid()}"
+    try:
+        os.replace(lock_path, tmp)
+    except FileNotFoundError:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+
+
+# -- HDF5 superblock status flags (what the h5clear tool does) ---------------------------------
+
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+_MASK32 = 0xFFFFFFFF
+
+
+def _rot(x, k):
+    return ((x << k) | (x >> (32 - k))) & _MASK32
+
+
+def lookup3(data, initval=0):
+    """Bob Jenkins' lookup3 ``hashlittle``, the checksum of HDF5 metadata (H5_checksum_lookup3)."""
+    length = len(data)
+    a = b = c = (0xDEADBEEF + length + initval) & _MASK32
+    k = 0
+    while length > 12:
+        a = (a + int.from_bytes(data[k:k + 4], "little")) & _MASK32
+        b = (b + int.from_bytes(data[k + 4:k + 8], "little")) & _MASK32
+        c = (c + int.from_bytes(data[k + 8:k + 12], "little")) & _MASK32
+        a = (a - c) & _MASK32; a ^= _rot(c, 4); c = (c + b) & _MASK32  # noqa: E702
+        b = (b - a) & _MASK32; b ^= _rot(a, 6); a = (a + c) & _MASK32  # noqa: E702
+        c = (c - b) & _MASK32; c ^= _rot(b, 8); b = (b + a) & _MASK32  # noqa: E702
+        a = (a - c) & _MASK32; a ^= _rot(c, 16); c = (c + b) & _MASK32  # noqa: E702
+        b = (b - a) & _MASK32; b ^= _rot(a, 19); a = (a + c) & _MASK32  # noqa: E702
+        c = (c - b) & _MASK32; c ^= _rot(b, 4); b = (b + a) & _MASK32  # noqa: E702
+        length -= 12
+        k += 12
+    if length == 0:
+        return c
+    tail = bytes(data[k:k + length]) + bytes(12 - length)
+    a = (a + int.from_bytes(tail[0:4], "little")) & _MASK32
+    b = (b + int.from_bytes(tail[4:8], "little")) & _MASK32
+    c = (c + int.from_bytes(tail[8:12], "little")) & _MASK32
+    c ^= b; c = (c - _rot(b, 14)) & _MASK32  # noqa: E702
+    a ^= c; a = (a - _rot(c, 11)) & _MASK32  # noqa: E702
+    b ^= a; b = (b - _rot(a, 25)) & _MASK32  # noqa: E702
+    c ^= b; c = (c - _rot(b, 16)) & _MASK32  # noqa: E702
+    a ^= c; a = (a - _rot(c, 4)) & _MASK32  # noqa: E702
+    b ^= a; b = (b - _rot(a, 14)) & _MASK32  # noqa: E702
+    c ^= b; c = (c - _rot(b, 24)) & _MASK32  # noqa: E702
+    return c
+
+
+def _superblock(fh):
+    """(offset, bytes) of a version 2/3 superblock, or None."""
+    size = os.fstat(fh.fileno()).st_size
+    offset = 0
+    while offset + 48 <= size:
+        fh.seek(offset)
+        head = fh.read(12)
+        if head[:8] == _HDF5_SIGNATURE:
+            if head[8] not in (2, 3):
+                return None
+            sizeof_addr = head[9]
+            fh.seek(offset)
+            return offset, fh.read(12 + 4 * sizeof_addr + 4)
+        offset = 512 if offset == 0 else offset * 2
+    return None
+
+
+def superblock_flags(path):
+    """The file-consistency flags of a v2/v3 superblock (0 = closed cleanly), or None."""
+    with open(path, "rb") as fh:
+        found = _superblock(fh)
+    return None if found is None else found[1][11]
+
+
+def clear_status_flags(path):
+    """Clear the "open for writing" flags a killed writer leaves in the superblock (like ``h5clear``).
+
+    Only done when the stored checksum verifies, so a damaged superblock is never rewritten.
+    Returns True when the flags were set and are now cleared.
+    """
+    with open(path, "r+b") as fh:
+        found = _superblock(fh)
+        if found is None:
+            return False
+        offset, block = found
+        if block[11] == 0:
+            return False
+        body, stored = block[:-4], int.from_bytes(block[-4:], "little")
+        if lookup3(body) != stored:
+            raise StoreCorruptError(f"{path}: the HDF5 superblock checksum does not verify; not repairing it")
+        body = body[:11] + b"\x00" + body[12:]
+        fh.seek(offset)
+        fh.write(body + lookup3(body).to_bytes(4, "little"))
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True

@@ -1,0 +1,620 @@
+"""Layout of the HDF5 run store (see ``docs/store-format.md``).
+
+Dimension scales, explicit chunking and hand-made gzip+shuffle chunks, the problem,
+the observables and the encoding of result dataclasses in ``/final``. The public API
+is :mod:`dlnmomentum.store`; the files around a store are :mod:`dlnmomentum.store_files`.
+"""
+
+import dataclasses
+import json
+import math
+import zlib
+
+import h5py
+import numpy as np
+
+# StoreError & co., WriterLock and signals_blocked are also importable from here (the layout
+# before the split); the public names live in dlnmomentum.store.
+from .store_files import (  # noqa: F401
+    Checkpoint,
+    StoreCorruptError,
+    StoreError,
+    StoreExistsError,
+    StoreLockedError,
+    WriterLock,
+    attr_str,
+    class_path,
+    dumps,
+    resolve,
+    signals_blocked,
+    to_jsonable,
+)
+
+FORMAT_NAME = "dlnmomentum-run"
+FORMAT_VERSION = 1
+
+#: Chunk sizes of the time-extendable datasets, in bytes (uncompressed).
+MIN_CHUNK_BYTES = 10 * 1024
+TARGET_CHUNK_BYTES = 32 * 1024
+MAX_CHUNK_BYTES = 1024 * 1024
+GZIP_LEVEL = 1  # shuffled float64 trajectories: level 4 saves ~1% of space for ~8% more CPU
+
+#: Lists longer than this in a run description are stored as datasets under /config_arrays.
+LARGE_LIST = 256
+
+OBSERVABLE_INFO = {
+    "step": ("1", "number of updates (MGD/SMGD) or integration steps (flows) done at this row"),
+    "time": ("1", "MGF time of the row: t = k*eps with eps = gamma/(1-beta) for MGD/SMGD, t = k*h for flows"),
+    "theta": ("1", "regression parameter theta = u*v = (w_plus^2 - w_minus^2)/4"),
+    "w_plus": ("1", "w_plus = u + v"),
+    "w_minus": ("1", "w_minus = u - v"),
+    "delta": ("1", "balancedness Delta = |w_plus * w_minus| = |u^2 - v^2|"),
+    "train_loss": ("1", "training loss L(theta) = ||X theta - y||^2 / (2n)"),
+    "test_loss": ("1", "test loss on (X_test, y_test), NaN without a test set"),
+    "w_plus_dot": ("1/time", "velocity dw_plus/dt of the flow"),
+    "w_minus_dot": ("1/time", "velocity dw_minus/dt of the flow"),
+}
+
+
+# -- chunking and hand-made filtered chunks -----------------------------------------------------
+
+def chunk_shape(row_shape, itemsize):
+    """Explicit chunk of a dataset ``(rows, *row_shape)`` growing along axis 0.
+
+    Whole rows, ``TARGET_CHUNK_BYTES // row_bytes`` of them (so a chunk holds between
+    ``TARGET/2`` and ``TARGET`` bytes); a row larger than ``MAX_CHUNK_BYTES`` is cut along its
+    leading axes instead. Always within ``[MIN_CHUNK_BYTES, MAX_CHUNK_BYTES]`` unless a single
+    element is larger.
+    """
+    row_shape = tuple(int(s) for s in row_shape)
+    row_bytes = itemsize * math.prod(row_shape)
+    if row_bytes <= MAX_CHUNK_BYTES:
+        return (max(1, TARGET_CHUNK_BYTES // max(row_bytes, 1)),) + row_shape
+    chunk = [1] + list(row_shape)
+    for axis in range(1, len(chunk)):
+        inner = itemsize * math.prod(chunk[axis + 1:])
+        if inner * chunk[axis] <= MAX_CHUNK_BYTES:
+            break
+        chunk[axis] = max(1, min(chunk[axis], TARGET_CHUNK_BYTES // max(inner, 1)))
+    return tuple(chunk)
+
+
+def encode_chunks(rows, chunks, level=GZIP_LEVEL):
+    """HDF5 ``shuffle`` + ``deflate`` encoding of a block of whole chunk rows.
+
+    ``rows`` has at most ``chunks[0]`` rows (a short block is zero-padded, the fill
+    value). Returns ``[(offsets_in_row_axes, bytes)]``, one entry per chunk the block
+    spans (several only when a row is cut into chunks). Runs without the GIL for the
+    compression itself, so a worker thread overlaps it with the kernel.
+    """
+    rows = np.ascontiguousarray(rows)
+    itemsize = rows.dtype.itemsize
+    out = []
+    trailing = chunks[1:]
+    grid = [range(0, s, c) for s, c in zip(rows.shape[1:], trailing, strict=True)]
+    for offsets in _product(grid):
+        src = rows[(slice(None),) + tuple(slice(o, o + c) for o, c in zip(offsets, trailing, strict=True))]
+        if src.shape == tuple(chunks):
+            full = np.ascontiguousarray(src)
+        else:
+            full = np.zeros(chunks, dtype=rows.dtype)
+            full[tuple(slice(0, s) for s in src.shape)] = src
+        raw = full.view(np.uint8).reshape(-1, itemsize).T.tobytes() if itemsize > 1 else full.tobytes()
+        out.append((tuple(offsets), zlib.compress(raw, level)))
+    return out
+
+
+def _product(ranges):
+    if not ranges:
+        yield ()
+        return
+    for head in ranges[0]:
+        for tail in _product(ranges[1:]):
+            yield (head,) + tail
+
+
+# -- datasets and dimension scales -------------------------------------------------------------
+
+#: Fixed-size datasets up to this size keep their data in the object header (cheaper to create).
+COMPACT_BYTES = 8 * 1024
+
+_TYPES = {}
+_PLISTS = {}
+
+
+def _space(shape):
+    return h5py.h5s.create_simple(tuple(shape)) if len(shape) else h5py.h5s.create(h5py.h5s.SCALAR)
+
+
+def _tid(dtype):
+    dtype = np.dtype(dtype)
+    tid = _TYPES.get(dtype.str)
+    if tid is None:
+        tid = _TYPES[dtype.str] = h5py.h5t.py_create(dtype, logical=1)
+    return tid
+
+
+def _dcpl(compact=False):
+    """Shared dataset creation property list (no modification times); never modify it."""
+    dcpl = _PLISTS.get(compact)
+    if dcpl is None:
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_obj_track_times(False)
+        if compact:
+            dcpl.set_layout(h5py.h5d.COMPACT)
+        _PLISTS[compact] = dcpl
+    return dcpl
+
+
+_STR = h5py.string_dtype()
+
+
+def set_attrs(obj, mapping, replace=True):
+    """Create (or replace) attributes: str -> UTF-8 string, numbers -> scalars (low-level, fast).
+
+    ``replace=False`` skips the existence check (new objects)."""
+    if isinstance(obj, h5py.File):
+        obj = obj["/"]
+    oid = obj if isinstance(obj, (h5py.h5g.GroupID, h5py.h5d.DatasetID)) else obj.id
+    for name, value in mapping.items():
+        key = name.encode()
+        if isinstance(value, str):
+            tid, data = _tid(_STR), np.array(value, dtype=_STR)
+        else:
+            data = np.asarray(value)
+            tid = _tid(data.dtype)
+        if replace and h5py.h5a.exists(oid, key):
+            h5py.h5a.delete(oid, key)
+        h5py.h5a.create(oid, key, tid, _space(data.shape)).write(np.ascontiguousarray(data))
+
+
+class Dims:
+    """Creates small datasets and labels every axis with an index dimension scale.
+
+    Every axis of every dataset gets a scale (an ``int64`` ``arange`` in the same group),
+    so that netCDF readers (h5netcdf, xarray) see labelled dimensions in every group. Uses
+    the low-level h5py API: a store writes a hundred small objects, and the high-level
+    wrappers (and contiguous storage) would cost as much as a short run.
+    """
+
+    def __init__(self, d):
+        self.d = d
+        self._scales = {}
+
+    def array(self, group, name, data, dims=None, **attrs):
+        """A fixed-size, uncompressed dataset; ``dims`` names its axes (default: ``coordinate``
+        for length-d axes, ``<name>_dim<k>`` otherwise). Returns its low-level id."""
+        data = np.asarray(data)
+        if data.dtype == np.bool_:
+            raise TypeError("no bool datasets in a store (use int8)")
+        dsid = h5py.h5d.create(group.id, name.encode(), _tid(data.dtype), _space(data.shape),
+                               dcpl=_dcpl(0 < data.nbytes <= COMPACT_BYTES))
+        if data.size:
+            dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(data))
+        for axis, length in enumerate(data.shape):
+            default = "coordinate" if length == self.d else f"{name}_dim{axis}"
+            label = dims[axis] if dims is not None and dims[axis] else default
+            h5py.h5ds.attach_scale(dsid, self.scale(group, label, length), axis)
+        if attrs:
+            set_attrs(dsid, attrs, replace=False)
+        return dsid
+
+    def scale(self, group, name, length):
+        """The index scale ``name`` (= arange(length)) of ``group``, created on first use."""
+        key = (group.id.id, name)  # (the open group's identifier: cheaper than its path)
+        found = self._scales.get(key)
+        if found is None:
+            if name in group:
+                found = (group[name].id, group[name].shape[0])
+            else:
+                sid = h5py.h5d.create(group.id, name.encode(), _tid(np.int64), _space((length,)),
+                                      dcpl=_dcpl(0 < 8 * length <= COMPACT_BYTES))
+                if length:
+                    sid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(length, dtype=np.int64))
+                h5py.h5ds.set_scale(sid, name.encode())
+                found = (sid, length)
+            self._scales[key] = found
+        if found[1] != length:
+            return self.scale(group, f"{name}_{length}", length)
+        return found[0]
+
+
+def string_dataset(group, name, value):
+    return group.create_dataset(name, data=value, dtype=h5py.string_dtype(), track_times=False)
+
+
+# -- problem ------------------------------------------------------------------------------------
+
+def write_problem(f, dims, problem):
+    g = f.create_group("problem")
+    set_attrs(g, {"description": "training and test data of the run (L(theta) = ||X theta - y||^2 / (2n))",
+                  "params": dumps(problem.params)})
+    dims.array(g, "X", problem.X, ["sample", "coordinate"])
+    dims.array(g, "y", problem.y, ["sample"])
+    dims.array(g, "X_test", problem.X_test, ["test_sample", "coordinate"])
+    dims.array(g, "y_test", problem.y_test, ["test_sample"])
+    if problem.theta_star is not None:
+        dims.array(g, "theta_star", problem.theta_star, ["coordinate"])
+    # Derived by BLAS; stored so that a resumed run uses the very same bits on any machine.
+    dims.array(g, "hessian", problem.hessian, ["coordinate", "coordinate_j"])
+    dims.array(g, "b", problem.b, ["coordinate"])
+    return g
+
+
+def read_problem(g):
+    import warnings
+
+    from .problem import Problem
+
+    def arr(name):
+        return np.asarray(g[name][()])
+
+    has_test = g["X_test"].shape[0] > 0
+    theta_star = arr("theta_star") if "theta_star" in g else None
+    params = json.loads(attr_str(g.attrs.get("params", "{}")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        problem = Problem(arr("X"), arr("y"), arr("X_test") if has_test else None,
+                          arr("y_test") if has_test else None, theta_star=theta_star, params=params)
+    for name in ("hessian", "b"):
+        if name in g:
+            value = np.ascontiguousarray(arr(name), dtype=np.float64)
+            value.setflags(write=False)
+            problem.__dict__[name] = value  # fills the cached_property with the stored bits
+    return problem
+
+
+# -- run description ----------------------------------------------------------------------------
+
+def split_description(description):
+    """(JSON-able description with long lists replaced by references, {dataset path: array})."""
+    arrays = {}
+
+    def walk(value, path):
+        if isinstance(value, dict):
+            return {k: walk(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple, np.ndarray)) and len(value) > LARGE_LIST:
+            arr = np.asarray(value)
+            if arr.dtype.kind in "iuf" and arr.ndim >= 1:
+                ref = f"/config_arrays/{path}"
+                arrays[ref] = arr
+                return {"$dataset": ref}
+        return to_jsonable(value)
+
+    return walk(description, ""), arrays
+
+
+def join_description(description, f):
+    def walk(value):
+        if isinstance(value, dict):
+            if set(value) == {"$dataset"}:
+                return np.asarray(f[value["$dataset"]][()]).tolist()
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    return walk(description)
+
+
+# -- observables --------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Series:
+    """One time-extendable dataset: a recorded field (``step``/``time`` are shared by all groups)."""
+
+    key: str
+    path: str
+    dtype: np.dtype
+    row_shape: tuple
+    chunks: tuple
+    is_bool: bool = False
+
+    @property
+    def chunk_rows(self):
+        return self.chunks[0]
+
+    @property
+    def chunk_bytes(self):
+        return self.dtype.itemsize * math.prod(self.chunks)
+
+
+def series_path(key):
+    return f"/observables/{key}" if key in ("step", "time") else f"/observables/{key}/value"
+
+
+def schema_from_fields(fields):
+    """Series of the recorded fields (name -> array with a leading row axis)."""
+    out = {}
+    for key, arr in fields.items():
+        arr = np.asarray(arr)
+        is_bool = arr.dtype == np.bool_
+        dtype = np.dtype(np.int8) if is_bool else arr.dtype
+        chunks = chunk_shape(arr.shape[1:], dtype.itemsize)
+        out[key] = Series(key, series_path(key), dtype, arr.shape[1:], chunks, is_bool)
+    return out
+
+
+def schema_from_file(f):
+    out = {}
+    if "observables" not in f:
+        return out
+    obs = f["observables"]
+    keys = [k for k in ("step", "time") if k in obs] + [k for k in obs if isinstance(obs[k], h5py.Group)]
+    for key in keys:
+        ds = f[series_path(key)]
+        out[key] = Series(key, series_path(key), ds.dtype, ds.shape[1:], tuple(ds.chunks),
+                          attr_str(ds.attrs.get("dlnm_type", "")) == "bool")
+    return out
+
+
+def create_observables(f, dims, schema):
+    obs = f.create_group("observables", track_order=True)
+    set_attrs(obs, {"description": "recorded rows: one group per quantity with value(time, ...); "
+                                   "step and time are shared by hard link"})
+    if not schema:
+        return obs
+
+    def extendable(group, s):
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)  # not the shared (cached) lists
+        dcpl.set_obj_track_times(False)
+        dcpl.set_chunk(s.chunks)
+        dcpl.set_shuffle()
+        dcpl.set_deflate(GZIP_LEVEL)
+        dcpl.set_fill_value(np.zeros((), dtype=s.dtype))
+        space = h5py.h5s.create_simple((0,) + s.row_shape, (h5py.h5s.UNLIMITED,) + s.row_shape)
+        name = "value" if s.key not in ("step", "time") else s.key
+        tid = h5py.h5t.py_create(s.dtype, logical=1)
+        return h5py.h5d.create(group.id, name.encode(), tid, space, dcpl=dcpl)
+
+    time_id = extendable(obs, schema["time"])
+    h5py.h5ds.set_scale(time_id, b"time")
+    step_id = extendable(obs, schema["step"])
+    h5py.h5ds.attach_scale(step_id, time_id, 0)
+    for key, oid in (("time", time_id), ("step", step_id)):
+        set_attrs(oid, dict(zip(("units", "description"), OBSERVABLE_INFO[key], strict=True)), replace=False)
+    for key, s in schema.items():
+        if key in ("step", "time"):
+            continue
+        gid = h5py.h5g.create(obs.id, key.encode())  # (low-level: a store creates many objects)
+        gid.links.create_hard(b"time", obs.id, b"time")
+        gid.links.create_hard(b"step", obs.id, b"step")
+        g = h5py.Group(gid)
+        value_id = extendable(g, s)
+        h5py.h5ds.attach_scale(value_id, time_id, 0)
+        for axis, length in enumerate(s.row_shape, start=1):
+            name = "coordinate" if length == dims.d and axis == 1 else f"axis{axis}"
+            h5py.h5ds.attach_scale(value_id, dims.scale(g, name, length), axis)
+        units, description = OBSERVABLE_INFO.get(key, ("1", f"recorded field {key}"))
+        attrs = {"units": units, "description": description, "coordinates": "step"}
+        if s.is_bool:
+            attrs["dlnm_type"] = "bool"
+        set_attrs(value_id, attrs, replace=False)
+    return obs
+
+
+# -- checkpoint group -------------------------------------------------------------------------
+
+def write_checkpoint_group(f, dims, ckpt):
+    g = f.create_group("checkpoint")
+    g.attrs["description"] = ("kernel state and row bookkeeping at the end of the run: resume continues from "
+                              "here when no newer <store>.ckpt exists")
+    g.attrs["meta"] = json.dumps(ckpt.meta)
+    for sub, arrays in (("state", ckpt.state), ("pending", ckpt.pending)):
+        h = g.create_group(sub)
+        for name, value in arrays.items():
+            value = np.asarray(value)
+            dims.array(h, name, value.astype(np.int8) if value.dtype == np.bool_ else value)
+    return g
+
+
+def read_checkpoint_group(g):
+    meta = json.loads(attr_str(g.attrs["meta"]))
+    state = {k: np.asarray(v[()]) for k, v in g["state"].items() if not _is_scale(v)}
+    pending = {k: np.asarray(v[()]) for k, v in g["pending"].items() if not _is_scale(v)}
+    return Checkpoint(meta, state, pending, source=f"{g.file.filename}:/checkpoint")
+
+
+def _is_scale(ds):
+    return attr_str(ds.attrs.get("CLASS", b"")) == "DIMENSION_SCALE"
+
+
+def delete_group(f, name):
+    """Delete ``f[name]`` after detaching its datasets from their dimension scales."""
+    g = f[name]
+    paths = []
+    g.visititems(lambda path, obj: paths.append(path) if isinstance(obj, h5py.Dataset) and not obj.is_scale
+                 else None)
+    for path in paths:
+        parent, _, leaf = path.rpartition("/")
+        _delete_dataset(g[parent] if parent else g, leaf)
+    del f[name]
+
+
+# -- result fields (/final) ---------------------------------------------------------------------
+
+def write_final(f, dims, result, trajectory_type, problem_type, *, complete=True):
+    """Every field of the result dataclass under ``/final`` (see docs/store-format.md).
+
+    Numbers and arrays are datasets (0-d or labelled axes), strings and JSON (NamedTuple,
+    dict, list) are string datasets; the attribute ``types`` maps each field to its
+    Python type so that :func:`read_final` rebuilds the same values. An existing
+    ``/final`` (pre-created from a template result) is updated in place where shapes
+    and types agree, which is much cheaper than creating datasets.
+    """
+    fresh = "final" not in f
+    g = f.create_group("final", track_order=True) if fresh else f["final"]
+    previous = {} if fresh else json.loads(attr_str(g.attrs.get("types", "{}")))
+    types, classes, none_fields, fields = {}, {}, [], {}
+    attrs = {"result_class": class_path(result)}
+    for field in dataclasses.fields(result):
+        name, value = field.name, getattr(result, field.name)
+        if isinstance(value, trajectory_type):
+            attrs["trajectory_field"] = name
+        elif isinstance(value, problem_type):
+            attrs["problem_field"] = name
+        elif value is None:
+            none_fields.append(name)
+        else:
+            types[name], data = _encode_value(name, value, classes)
+            dsid = _put(g, dims, name, data, fresh)
+            fields[name] = (types[name], (), data, dsid) if isinstance(data, str) else (
+                types[name], np.shape(data), np.asarray(data).dtype, dsid)
+    for name in previous:
+        if name not in types and name in g:
+            _delete_dataset(g, name)
+    attrs.update({"types": json.dumps(types), "classes": json.dumps(classes),
+                  "none_fields": json.dumps(none_fields), "complete": np.int8(complete)})
+    set_attrs(g, attrs)
+    return {"fields": fields, "result_class": attrs["result_class"], "classes": classes,
+            "none_fields": none_fields, "group": g}
+
+
+def final_handles(g):
+    """``{field: (type, shape, dtype or str value, dataset id)}`` of a stored ``/final``, kept open
+    by the writer so that closing the store only writes values."""
+    types = json.loads(attr_str(g.attrs.get("types", "{}")))
+    out = {}
+    for name, kind in types.items():
+        dsid = h5py.h5d.open(g.id, name.encode())
+        if dsid.dtype.kind == "O":
+            out[name] = (kind, (), h5py.Dataset(dsid).asstr()[()], dsid)
+        else:
+            out[name] = (kind, dsid.shape, dsid.dtype, dsid)
+    meta = {key: attr_str(g.attrs.get(key, default)) for key, default in
+            (("result_class", ""), ("classes", "{}"), ("none_fields", "[]"))}
+    return {"fields": out, "result_class": meta["result_class"], "classes": json.loads(meta["classes"]),
+            "none_fields": json.loads(meta["none_fields"]), "group": g}
+
+
+def update_final_in_place(handles, result, trajectory_type, problem_type):
+    """Overwrite the values of a pre-created ``/final`` (see :func:`final_handles`), creating nothing.
+
+    Only fixed-size writes into existing datasets (allowed while the file is in SWMR
+    mode). Returns False, possibly after some writes, when the stored layout does not
+    fit the result (then :func:`write_final` rewrites it after a normal reopen).
+    """
+    if handles is None or handles["result_class"] != class_path(result):
+        return False
+    fields = handles["fields"]
+    classes, none_fields, writes, seen = {}, [], [], set()
+    for field in dataclasses.fields(result):
+        name, value = field.name, getattr(result, field.name)
+        if isinstance(value, (trajectory_type, problem_type)):
+            continue
+        if value is None:
+            none_fields.append(name)
+            continue
+        seen.add(name)
+        kind, data = _encode_value(name, value, classes)
+        stored = fields.get(name)
+        if stored is None or stored[0] != kind:
+            return False
+        if isinstance(data, str):
+            if data != stored[2]:
+                return False
+            continue
+        data = np.asarray(data)
+        if data.shape != stored[1] or data.dtype != stored[2]:
+            return False
+        writes.append((stored[3], data))
+    if classes != handles["classes"] or none_fields != handles["none_fields"] or seen != set(fields):
+        return False
+    for dsid, data in writes:
+        if data.size:
+            dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(data))
+    handles["group"].attrs.modify("complete", np.int8(1))
+    return True
+
+
+def _encode_value(name, value, classes):
+    """(type name, numpy array or str) of one result field."""
+    if isinstance(value, (bool, np.bool_)):
+        return "bool", np.int8(value)
+    if isinstance(value, (int, np.integer)):
+        return "int", np.int64(value)
+    if isinstance(value, (float, np.floating)):
+        return "float", np.float64(value)
+    if isinstance(value, str):
+        return "str", value
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        if value.dtype == np.bool_:
+            return "bool_array", value.astype(np.int8)
+        return "array", value
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        classes[name] = class_path(value)
+        return "namedtuple", dumps(value._asdict())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        classes[name] = class_path(value)
+        return "dataclass", dumps(dataclasses.asdict(value))
+    if isinstance(value, (dict, list, tuple)):
+        return {dict: "json", list: "json_list"}.get(type(value), "json_tuple"), dumps(value)
+    raise StoreError(f"cannot store result field {name!r} of type {type(value).__name__}")
+
+
+def _put(g, dims, name, data, fresh=False):
+    """Write ``data`` to ``g[name]``: in place when the dataset fits, else (re)created; returns its id."""
+    if not fresh and name in g:
+        dsid = h5py.h5d.open(g.id, name.encode())
+        if isinstance(data, str):
+            if dsid.dtype.kind == "O" and dsid.shape == ():
+                ds = h5py.Dataset(dsid)
+                if ds.asstr()[()] != data:
+                    ds[()] = data
+                return dsid
+        else:
+            data = np.asarray(data)
+            if dsid.shape == data.shape and dsid.dtype == data.dtype:
+                if data.size:
+                    dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(data))
+                return dsid
+        _delete_dataset(g, name)
+    if isinstance(data, str):
+        return string_dataset(g, name, data).id
+    return dims.array(g, name, data)
+
+
+def _delete_dataset(g, name):
+    ds = g[name]
+    for axis in range(ds.ndim):
+        for scale in list(ds.dims[axis].values()):
+            ds.dims[axis].detach_scale(scale)
+    del g[name]
+
+
+def read_final(g):
+    """(result class, {field: value}) for the stored fields (trajectory/problem excluded)."""
+    from .results import readonly
+
+    cls = resolve(attr_str(g.attrs["result_class"]), "result class")
+    out = {name: None for name in json.loads(attr_str(g.attrs.get("none_fields", "[]")))}
+    types = json.loads(attr_str(g.attrs.get("types", "{}")))
+    classes = json.loads(attr_str(g.attrs.get("classes", "{}")))
+    for name in (f.name for f in dataclasses.fields(cls)):
+        if name not in types:
+            continue
+        ds = g[name]
+        kind = types[name]
+        if kind == "bool":
+            out[name] = bool(ds[()])
+        elif kind == "int":
+            out[name] = int(ds[()])
+        elif kind == "float":
+            out[name] = float(ds[()])
+        elif kind == "str":
+            out[name] = ds.asstr()[()]
+        elif kind == "array":
+            out[name] = readonly(ds[()])
+        elif kind == "bool_array":
+            out[name] = readonly(ds[()].astype(bool))
+        elif kind in ("namedtuple", "dataclass"):
+            out[name] = resolve(classes[name], "field class")(**json.loads(ds.asstr()[()]))
+        elif kind == "json":
+            out[name] = json.loads(ds.asstr()[()])
+        elif kind == "json_list":
+            out[name] = list(json.loads(ds.asstr()[()]))
+        elif kind == "json_tuple":
+            out[name] = tuple(json.loads(ds.asstr()[()]))
+        else:
+            raise StoreError(f"{g.file.filename}: unknown stored type {kind!r} of /final/{name}")
+    return cls, out
+
+

@@ -1,0 +1,519 @@
+"""Reading HDF5 run stores: :func:`open_store`, :class:`Store`, ``dlnm inspect``.
+
+A store is opened per access (never held open), read-only; a store whose writer is
+still running, or died, is read in HDF5's SWMR mode (the rows committed so far).
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+
+import h5py
+import numpy as np
+
+from . import status as st
+from .results import Trajectory
+from .store_files import (
+    Checkpoint,
+    StoreCorruptError,
+    StoreError,
+    StoreLockedError,
+    attr_str,
+    lock_holder,
+    read_checkpoint_file,
+    side_paths,
+    to_jsonable,
+)
+from .store_format import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    OBSERVABLE_INFO,
+    join_description,
+    read_checkpoint_group,
+    read_final,
+    read_problem,
+    schema_from_file,
+)
+
+
+def _trajectory_field(result):
+    for field in dataclasses.fields(result):
+        if field.name == "trajectory" or isinstance(getattr(result, field.name), Trajectory):
+            return field.name
+    return None
+
+
+def _trajectory_from_arrays(fields):
+    base = [f.name for f in dataclasses.fields(Trajectory) if f.name != "extra"]
+    if not all(name in fields for name in base):
+        return None
+    extra = {k: v for k, v in fields.items() if k not in base}
+    return Trajectory(**{k: fields[k] for k in base}, extra=extra)
+
+
+def _read_series(f, schema, rows=None):
+    out = {}
+    for key, s in schema.items():
+        ds = f[s.path]
+        n = ds.shape[0] if rows is None else min(rows, ds.shape[0])
+        arr = ds[:n]
+        if s.is_bool:
+            arr = arr.astype(bool)
+        arr.setflags(write=False)
+        out[key] = arr
+    return out
+
+
+# -- opening files ----------------------------------------------------------------------------
+
+def _store_path(path):
+    try:
+        return os.fspath(path)
+    except TypeError:
+        raise TypeError(f"store must be a path (str or os.PathLike), got {type(path).__name__}") from None
+
+
+def _check_readable(path):
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"store {path} does not exist")
+    if os.path.isdir(path):
+        raise StoreError(f"store {path} is a directory, not an HDF5 file")
+
+
+def _open_error(path, exc):
+    msg = str(exc)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+        size = os.path.getsize(path)
+    except OSError:
+        head, size = b"", -1
+    if size == 0:
+        return StoreCorruptError(f"store {path} is empty (0 bytes): not an HDF5 file")
+    if "truncated file" in msg:
+        return StoreCorruptError(f"store {path} is truncated ({size} bytes; HDF5: {msg})")
+    if head != b"\x89HDF\r\n\x1a\n" and "signature" in msg:
+        return StoreCorruptError(f"store {path} is not an HDF5 file (no HDF5 signature; {size} bytes)")
+    return StoreCorruptError(f"store {path} cannot be opened: it is damaged or not a dlnmomentum store "
+                             f"(HDF5: {msg})")
+
+
+def _open_h5(path, retries=20):
+    """``(h5py.File, live)`` read-only; ``live`` when a writer has the file open or died with it open."""
+    import time
+
+    _check_readable(path)
+    last = None
+    for _ in range(retries):
+        try:
+            return h5py.File(path, "r"), False
+        except OSError as exc:
+            last = exc
+        msg = str(last)
+        if "already open for write" in msg or "open for SWMR" in msg:
+            try:
+                return h5py.File(path, "r", swmr=True), True
+            except OSError as exc:
+                if "unable to lock" in str(exc):
+                    last = exc
+                    time.sleep(0.05)
+                    continue
+                holder = lock_holder(path, ignore_self=True)
+                if holder is not None:
+                    raise StoreLockedError(f"store {path} is being set up or finalised by process "
+                                           f"{holder.get('pid')}; try again in a moment") from exc
+                raise StoreCorruptError(
+                    f"store {path} was left open by a writer that died outside its streaming phase; "
+                    f"`dlnm resume {path}` (dlnmomentum.resume) repairs it") from exc
+        if "unable to lock" in msg:  # a writer is creating or finalising the file: a short wait
+            time.sleep(0.05)
+            continue
+        raise _open_error(path, last) from last
+    raise StoreLockedError(f"store {path} stays locked by another process (HDF5: {last})")
+
+
+def _read_header(f, path):
+    attrs = {k: (attr_str(v) if isinstance(v, (bytes, str)) else v) for k, v in f.attrs.items()}
+    fmt = attrs.get("format")
+    if fmt != FORMAT_NAME:
+        kind = attrs.get("kind")
+        if kind == "sweep":
+            return attrs
+        raise StoreCorruptError(f"{path} is an HDF5 file but not a dlnmomentum run store "
+                                f"(format attribute {fmt!r}, expected {FORMAT_NAME!r})")
+    version = int(attrs.get("format_version", -1))
+    if version > FORMAT_VERSION or version < 1:
+        raise StoreError(f"store {path} has format version {version}; this dlnmomentum reads versions "
+                         f"1..{FORMAT_VERSION} (upgrade the package)")
+    return attrs
+
+
+# -- plans of resumable stores ---------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Plan:
+    header: dict
+    description: dict
+    problem: object
+    initial: dict
+    schema: dict
+    lengths: dict
+    clean: bool
+    embedded: Checkpoint | None
+
+
+def _read_plan(path):
+    f, live = _open_h5(path)
+    with f:
+        header = _read_header(f, path)
+        if header.get("kind") == "sweep":
+            raise StoreError(f"{path} is a sweep store; resume it with dlnmomentum.sweep")
+        clean = not live and header.get("writer_state") == "closed"
+        try:
+            description = join_description(json.loads(header["config"]), f)
+            problem = read_problem(f["problem"])
+            initial = {k: np.asarray(v[()]) for k, v in f["initial"].items() if k in ("u0", "v0")}
+            schema = schema_from_file(f)
+            lengths = {k: f[s.path].shape[0] for k, s in schema.items()}
+            embedded = read_checkpoint_group(f["checkpoint"]) if clean and "checkpoint" in f else None
+        except (KeyError, ValueError, OSError) as exc:
+            raise StoreCorruptError(f"store {path} is incomplete or damaged ({exc}); "
+                                    "it cannot be resumed") from exc
+    return _Plan(header, description, problem, initial, schema, lengths, clean, embedded)
+
+
+def _checkpoints(path, plan):
+    """Valid checkpoints of this store, best (most advanced) first."""
+    found = [plan.embedded] if plan.embedded is not None else []
+    sides = side_paths(path)
+    for name in ("checkpoint", "previous"):
+        if os.path.exists(sides[name]):
+            try:
+                found.append(read_checkpoint_file(sides[name]))
+            except StoreCorruptError:
+                continue
+    ok = []
+    for ckpt in found:
+        if ckpt.store_id != plan.header.get("store_id"):
+            continue
+        written = ckpt.written
+        if set(written) != set(plan.schema) or any(written[k] > plan.lengths[k] for k in written):
+            continue
+        ok.append(ckpt)
+    ok.sort(key=lambda c: (c.done, c.rows, int(c.meta.get("sequence", 0))), reverse=True)
+    return ok
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+class Observable:
+    """One recorded quantity: ``step``, ``time`` and ``value`` (rows first) with its units."""
+
+    __slots__ = ("name", "step", "time", "value", "units", "description")
+
+    def __init__(self, name, step, time, value, units, description):
+        self.name, self.step, self.time, self.value = name, step, time, value
+        self.units, self.description = units, description
+
+    def __len__(self):
+        return int(self.step.shape[0])
+
+    def __repr__(self):
+        return f"Observable({self.name!r}, rows={len(self)}, value shape={self.value.shape})"
+
+    def to_xarray(self):
+        xr = _xarray()
+        dims = ("time",) + tuple("coordinate" if i == 1 else f"axis{i}" for i in range(1, self.value.ndim))
+        coords = {"time": ("time", self.time, {"units": "1"}), "step": ("time", self.step)}
+        for i, dim in enumerate(dims[1:], start=1):
+            coords[dim] = np.arange(self.value.shape[i], dtype=np.int64)
+        value = xr.DataArray(self.value, dims=dims, coords=coords, name="value",
+                             attrs={"units": self.units, "description": self.description,
+                                    "long_name": self.name})
+        return value.to_dataset()
+
+
+def _xarray():
+    try:
+        import xarray as xr
+    except ImportError as exc:  # pragma: no cover - optional extra
+        raise ImportError("to_xarray needs xarray: pip install 'dlnmomentum[xarray]'") from exc
+    return xr
+
+
+class Store:
+    """A run store opened for reading (see :func:`open_store`). The file is opened per access."""
+
+    def __init__(self, path):
+        self.path = _store_path(path)
+        f, live = _open_h5(self.path)
+        with f:
+            self.attrs = _read_header(f, self.path)
+            if self.attrs.get("kind") == "sweep":
+                raise StoreError(f"{self.path} is a sweep store; open it with dlnmomentum.sweep")
+            self._schema = schema_from_file(f)
+            self._config = join_description(json.loads(self.attrs.get("config", "{}")), f)
+            self._lengths = {k: f[s.path].shape[0] for k, s in self._schema.items()}
+        self.live = live
+        self._cache = {}
+
+    @contextlib.contextmanager
+    def _file(self):
+        f, _ = _open_h5(self.path)
+        with f:
+            yield f
+
+    # -- description --------------------------------------------------------------------
+    @property
+    def kind(self):
+        return self.attrs.get("kind")
+
+    @property
+    def family(self):
+        return self.attrs.get("family")
+
+    @property
+    def format_version(self):
+        return int(self.attrs["format_version"])
+
+    @property
+    def config(self):
+        """The run description (hyperparameters and record schedule) as stored."""
+        return self._config
+
+    @property
+    def versions(self):
+        keys = ("package_version", "numba_version", "numpy_version", "h5py_version", "hdf5_version",
+                "python_version")
+        return {k: self.attrs.get(k) for k in keys}
+
+    @property
+    def status(self):
+        return int(self.attrs.get("status", st.RUNNING))
+
+    @property
+    def status_name(self):
+        return st.status_name(self.status)
+
+    @property
+    def complete(self):
+        """The writer closed the file (finished, or stopped cleanly by a signal)."""
+        return not self.live and self.attrs.get("writer_state") == "closed"
+
+    @property
+    def state(self):
+        """``complete`` | ``interrupted`` | ``running`` (a live writer) | ``crashed`` (resumable)."""
+        if self.complete:
+            return "interrupted" if self.status == st.INTERRUPTED else "complete"
+        return "running" if lock_holder(self.path) is not None else "crashed"
+
+    @property
+    def observables(self):
+        return tuple(k for k in self._schema if k not in ("step", "time"))
+
+    @property
+    def rows(self):
+        """Recorded rows readable in the file (all of them once the file is complete)."""
+        return min(self._lengths.values()) if self._lengths else 0
+
+    @property
+    def file_size(self):
+        return os.path.getsize(self.path)
+
+    def side_files(self):
+        return {name: p for name, p in side_paths(self.path).items() if os.path.exists(p)}
+
+    # -- content ------------------------------------------------------------------------
+    @property
+    def problem(self):
+        if "problem" not in self._cache:
+            with self._file() as f:
+                self._cache["problem"] = read_problem(f["problem"])
+        return self._cache["problem"]
+
+    @property
+    def initial(self):
+        with self._file() as f:
+            return {k: np.asarray(v[()]) for k, v in f["initial"].items() if k in ("u0", "v0")}
+
+    def observable(self, name):
+        if name not in self.observables:
+            raise KeyError(f"{name!r} is not recorded in {self.path}; "
+                           f"recorded: {', '.join(self.observables)}")
+        with self._file() as f:
+            n = min(self._lengths.values())
+            series = _read_series(f, {k: self._schema[k] for k in ("step", "time", name)}, n)
+            g = f[f"observables/{name}"]
+            units = attr_str(g.attrs.get("units", OBSERVABLE_INFO.get(name, ("1",))[0]))
+            description = attr_str(g.attrs.get("description", ""))
+        return Observable(name, series["step"], series["time"], series[name], units, description)
+
+    def __getitem__(self, name):
+        return self.observable(name)
+
+    def __contains__(self, name):
+        return name in self.observables
+
+    def __iter__(self):
+        return iter(self.observables)
+
+    @property
+    def trajectory(self):
+        """The recorded rows as a :class:`~dlnmomentum.results.Trajectory` (None without a record)."""
+        if not self._schema:
+            return None
+        with self._file() as f:
+            return _trajectory_from_arrays(_read_series(f, self._schema, self.rows))
+
+    @property
+    def result(self):
+        """The final result (the run's own result class), or None while the run has not closed the file."""
+        if "result" in self._cache:
+            return self._cache["result"]
+        with self._file() as f:
+            if "final" not in f or not int(f["final"].attrs.get("complete", 1)) or self.live:
+                return None  # a pre-created /final holds the template values until the writer closes
+            g = f["final"]
+            cls, fields = read_final(g)
+            traj_field = attr_str(g.attrs.get("trajectory_field", "")) or None
+            problem_field = attr_str(g.attrs.get("problem_field", "")) or None
+        if traj_field:
+            fields[traj_field] = self.trajectory
+        if problem_field:
+            fields[problem_field] = self.problem
+        result = cls(**fields)
+        self._cache["result"] = result
+        return result
+
+    @property
+    def checkpoint(self):
+        """The newest valid checkpoint (side file or /checkpoint), or None."""
+        plan = _read_plan(self.path)
+        found = _checkpoints(self.path, plan)
+        return found[0] if found else None
+
+    def to_xarray(self, name=None):
+        """One observable as an xarray Dataset (``value(time, coordinate)``), or all of them merged."""
+        xr = _xarray()
+        if name is not None:
+            return self.observable(name).to_xarray()
+        parts = []
+        for obs in self.observables:
+            ds = self.observable(obs).to_xarray().rename({"value": obs})
+            parts.append(ds)
+        merged = xr.merge(parts, compat="override", join="exact", combine_attrs="drop") if parts else (
+            xr.Dataset())
+        merged.attrs.update({"kind": self.kind, "config": json.dumps(self.config), "source": self.path})
+        return merged
+
+    def __repr__(self):
+        return (f"Store({self.path!r}, kind={self.kind!r}, state={self.state!r}, rows={self.rows}, "
+                f"observables={list(self.observables)})")
+
+    def summary(self):
+        return "\n".join(inspect_lines(self.path, store=self))
+
+
+def open_store(path):
+    """Open a run store for reading: configuration, problem, final result, observables.
+
+    Raises ``FileNotFoundError`` for a missing file and :class:`StoreError` (an
+    ``OSError``) naming the path for a damaged file or one that is not a store.
+    """
+    return Store(path)
+
+
+# -- inspect ----------------------------------------------------------------------------------
+
+def _size(nbytes):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if nbytes < 1024 or unit == "GiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes} B"
+
+
+def _short(value):
+    if isinstance(value, list) and len(value) > 8:
+        return f"[{len(value)} values: {value[0]} ... {value[-1]}]"
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+
+
+def _config_lines(config, indent="  "):
+    lines = []
+    for key, value in config.items():
+        if key in ("family", "kind"):
+            continue
+        if isinstance(value, dict):
+            lines.append(f"{indent}{key}: " + ", ".join(f"{k}={_short(v)}" for k, v in value.items()))
+        else:
+            lines.append(f"{indent}{key}: {_short(value)}")
+    return lines
+
+
+def inspect_lines(path, store=None):
+    """Lines describing a store (``dlnm inspect``)."""
+    s = store or open_store(path)
+    a = s.attrs
+    out = [f"store       : {s.path}  ({_size(s.file_size)}; {a.get('format')} v{a.get('format_version')})",
+           f"kind        : {s.kind} (family {s.family}), created {a.get('created')}, "
+           f"updated {a.get('updated')}",
+           "written by  : " + ", ".join(f"{k.replace('_version', '')} {v}" for k, v in s.versions.items())]
+    state = s.state
+    note = {"complete": "", "interrupted": f" -- `dlnm resume {s.path}` continues it",
+            "running": f" -- written by process {(lock_holder(s.path) or {}).get('pid')}",
+            "crashed": f" -- the writer died; `dlnm resume {s.path}` continues it"}[state]
+    if state in ("complete", "interrupted"):
+        out.append(f"status      : {s.status_name} ({st.STATUS_MESSAGES[s.status]}) after "
+                   f"{int(a.get('steps_done', 0))} of {int(a.get('steps_total', 0))} steps{note}")
+    else:
+        out.append(f"status      : {state}{note}")
+    out.append("config      :")
+    out.extend(_config_lines(s.config))
+    out.append(f"problem     : {s.problem.summary()}")
+    result = s.result if state in ("complete", "interrupted") else None
+    if result is not None:
+        out.append("final       :")
+        summary = result.summary() if hasattr(result, "summary") else "\n".join(
+            f"{k}: {v}" for k, v in result.to_dict().items() if np.ndim(v) == 0)
+        out.extend("  " + line for line in summary.splitlines())
+    if s._schema:
+        out.append(f"recorded    : {s.rows} rows")
+        with s._file() as f:
+            for key, series in s._schema.items():
+                ds = f[series.path]
+                filters = f"{ds.compression}+shuffle" if ds.shuffle else str(ds.compression)
+                out.append(f"  {key:<14} {str(ds.shape):<14} {str(ds.dtype):<8} chunks {ds.chunks} "
+                           f"({_size(series.chunk_bytes)}, {filters})")
+    else:
+        out.append("recorded    : nothing (no record schedule)")
+    ckpt = s.checkpoint if state != "complete" else None
+    if ckpt is not None:
+        out.append(f"checkpoint  : step {ckpt.done}, {ckpt.rows} rows ({os.path.basename(ckpt.source)}, "
+                   f"{ckpt.meta.get('time')})")
+    files = [f"{os.path.basename(s.path)} {_size(s.file_size)}"]
+    files += [f"{os.path.basename(p)} {_size(os.path.getsize(p))}" for p in s.side_files().values()]
+    out.append("files       : " + ", ".join(files))
+    if s.rows:
+        out.append(f"per row     : {_size(s.file_size / s.rows)} of file per recorded row")
+    return out
+
+
+def _inspect_json(path):
+    s = open_store(path)
+    out = {"path": s.path, "file_size": s.file_size, "format": s.attrs.get("format"),
+           "format_version": s.format_version, "kind": s.kind, "family": s.family, "state": s.state,
+           "status": s.status_name, "config": s.config, "versions": s.versions, "rows": s.rows,
+           "observables": {}, "side_files": s.side_files()}
+    with s._file() as f:
+        for key, series in s._schema.items():
+            ds = f[series.path]
+            out["observables"][key] = {"shape": list(ds.shape), "dtype": str(ds.dtype),
+                                       "chunks": list(ds.chunks)}
+    result = s.result if s.complete else None
+    if result is not None:
+        out["final"] = to_jsonable(result.to_dict())
+    return out
+
+

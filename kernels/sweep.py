@@ -1,0 +1,876 @@
+r"""Lockstep MGD / SMGD: many independent runs on the same data, advanced together.
+
+What it computes
+----------------
+Every *lane* is one run of :func:`dlnmomentum.kernels.mgd._mgd_advance` with its
+own ``(γ, β)`` (and, for SMGD, its own random state): the same update rule, the
+same accumulators (sums :math:`A_\pm` of Lemma 4 with Neumaier compensation, the
+mirror variable, sign crossings, the running minimum of :math:`\Delta`), the same
+convergence test (``L(θ) <= tol`` before an update) and the same divergence test
+(an update leaving ``(-OVERFLOW, OVERFLOW)`` is not committed). Every
+floating-point operation of a lane is the single-run operation on the same
+operands in the same order, so every lane is **bitwise equal** to the single-run
+kernel; the test-suite checks this.
+
+Layout
+------
+Lanes come in *groups* of ``LW = 4`` (one AVX2 register of doubles). A group's
+state is one flat float64 array of ``NF`` *frames*, one per coordinate
+(``NF >= d`` and ``>= n`` (residuals), padded to a multiple of ``TILE``); frame
+``i`` holds ``NSLOT`` *slots* of ``LW`` lanes (``S_*`` below)::
+
+    st[i * FR + slot * LW + g]          FR = NSLOT * LW
+
+so that everything one coordinate needs is contiguous (10 cache lines), a slot
+is one vector and the whole group state (~20 KB for d = 30) stays in L1. ``w±``,
+``1/w±`` and θ live in two buffers each (``WPA/WPB``, ``IPA/IPB``, ``THA/THB``, ...) whose
+roles swap every step (no copies): after an even number of steps the current
+values are in ``A``; the update overwrites the previous iterate with the new one.
+
+One step of a group is one call of :func:`_step_update_sub` (Hessian form) or
+:func:`_step_update_div` (data form): for each tile of ``TILE`` rows the gradient
+is a register-blocked product of ``TILE`` rows of ``H`` (or ``Xᵀ``) with the
+``LW`` lanes of θ (or of the residuals, :func:`_residual_loss`), summed over the
+column in increasing order from +0.0; the ``TILE x LW`` sums then feed the fused
+update of those rows (:func:`_emit_row_update`: the iterate, θ, ``1/w``, the two
+compensated Lemma 4 sums, the momentum and the compensated mirror sum, min Δ),
+two rows at a time. The Lemma 4 term of an update needs ``1/w_new``; it is added
+one step late, from the stored ``w`` and ``1/w`` (two buffers each), which takes
+the division off the longest dependency chain of a row without changing an
+operand; exporting a lane adds the pending term (:func:`_flush_lemma4`). SMGD
+lanes compute their minibatch gradient one lane at a time
+(:func:`_minibatch_gradient`) and share the update (:func:`_update_div`).
+
+The vector code is generated directly as LLVM IR (Numba's SLP vectoriser is off
+and its loop vectoriser cannot keep the sums in registers here). It uses plain
+``fmul``/``fadd``/``fsub``/``fdiv`` without fast-math flags, so nothing is
+contracted into FMAs or re-associated (see :mod:`.config`): every lane performs
+the single-run operations on the same operands, in the same order.
+
+Rare events leave the hot loop
+------------------------------
+The fused pass returns two 4-bit lane masks from cheap conservative tests: lanes
+that may have changed sign and lanes whose proposal may have overflowed. The
+flagged lanes are then checked with the single-run tests; sign changes are
+logged exactly (count, first and last step). A lane that diverged has already
+overwritten its accumulators with the rejected update, so it is *parked* and,
+at the end of the chunk, replayed alone from the chunk's starting snapshot up to
+the step before the divergence (same code, same bits) to recover the state the
+single-run kernel returns. A lane that converged is exported at once and
+parked. A parked lane holds ``w± = 1``, ``γ = β = 0`` and so stays constant and
+finite while the other lanes of its group go on.
+
+Work distribution
+-----------------
+:func:`_sweep_chunk` advances every group by ``n_steps`` with ``prange`` over
+blocks of consecutive groups; a thread owns its block's arrays, no memory is
+shared for writing, so neither the thread count nor the block size can change
+a bit.
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .config import JIT_OPTIONS, OVERFLOW, PARALLEL_JIT_OPTIONS
+from .mgd import (
+    CROSS_MINUS,
+    CROSS_PLUS,
+    FIRST_CROSS_MINUS,
+    FIRST_CROSS_PLUS,
+    GRAD_MOMENTUM,
+    LAST_CROSS_MINUS,
+    LAST_CROSS_PLUS,
+    MIN_DELTA,
+    MIRROR_COMP,
+    MIRROR_SUM,
+    MODE_DATA,
+    MODE_HESSIAN,
+    N_INT_ROWS,
+    S_COMP_MINUS,
+    S_COMP_PLUS,
+    S_SUM_MINUS,
+    S_SUM_PLUS,
+    W_MINUS,
+    W_MINUS_PREV,
+    W_PLUS,
+    W_PLUS_PREV,
+)
+from .rng import _draw_batch, _seed_state
+
+#: Lanes per group (doubles per AVX2 register).
+LW = 4
+#: Rows of the register-blocked matrix product; frames are padded to a multiple.
+TILE = 8
+#: Rows whose updates are emitted interleaved (independent dependency chains side by side).
+ROWS_AT_ONCE = 2
+
+# slots of a frame
+S_WPA = 0
+S_WPB = 1
+S_WMA = 2
+S_WMB = 3
+S_THA = 4
+S_THB = 5
+S_IPA = 6    # 1/w+ (two buffers, like w+)
+S_IPB = 7
+S_IMA = 8    # 1/w-
+S_IMB = 9
+S_SP = 10
+S_CP = 11
+S_SM = 12
+S_CM = 13
+S_MOM = 14
+S_MIR = 15
+S_MIRC = 16
+S_MIND = 17
+S_GR = 18
+S_RES = 19
+NSLOT = 20
+FR = NSLOT * LW
+
+# lane parameters (per group: LANE[q, LP_* * LW + g])
+LP_GAMMA = 0
+LP_BETA = 1
+N_LANE_PARAMS = 2
+
+# lane outcome codes (the public values of dlnmomentum.status)
+LANE_RUNNING = 0
+LANE_CONVERGED = 1
+LANE_MAX_STEPS = 2
+LANE_DIVERGED = 3
+
+
+def frames_for(n, d):
+    """Number of frames of a group state: d and n rounded up to ``TILE``."""
+    return max(-(-d // TILE) * TILE, -(-n // TILE) * TILE)
+
+
+# ---------------------------------------------------------------------------------------------------
+# LLVM vector IR building blocks
+# ---------------------------------------------------------------------------------------------------
+
+_F64 = ir.DoubleType()
+_I64 = ir.IntType(64)
+_I32 = ir.IntType(32)
+_VEC = ir.VectorType(_F64, LW)
+_IVEC = ir.VectorType(_I64, LW)
+_ALIGN = 8
+
+
+def _host_has_avx():
+    try:
+        import llvmlite.binding as llvm
+
+        return LW == 4 and llvm.get_host_cpu_features().flatten().find("+avx,") >= 0
+    except Exception:  # pragma: no cover - exotic hosts
+        return False
+
+
+_X86_MIN = _host_has_avx()
+
+
+def _c64(x):
+    return ir.Constant(_I64, x)
+
+
+def _vconst(x):
+    return ir.Constant(_VEC, [float(x)] * LW)
+
+
+class _VecOps:
+    """Thin helpers over an IRBuilder for <LW x double> code (no fast-math flags)."""
+
+    def __init__(self, builder):
+        self.b = builder
+        self.fabs_fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_VEC, [_VEC]), f"llvm.fabs.v{LW}f64")
+
+    def ptr(self, base, idx):
+        return self.b.bitcast(self.b.gep(base, [idx]), _VEC.as_pointer())
+
+    def load(self, base, idx):
+        return self.b.load(self.ptr(base, idx), align=_ALIGN)
+
+    def store(self, value, base, idx):
+        self.b.store(value, self.ptr(base, idx), align=_ALIGN)
+
+    def splat(self, x):
+        v = self.b.insert_element(ir.Constant(_VEC, ir.Undefined), x, ir.Constant(_I32, 0))
+        return self.b.shuffle_vector(v, ir.Constant(_VEC, ir.Undefined),
+                                     ir.Constant(ir.VectorType(_I32, LW), [0] * LW))
+
+    def add(self, x, y):
+        return self.b.fadd(x, y)
+
+    def sub(self, x, y):
+        return self.b.fsub(x, y)
+
+    def mul(self, x, y):
+        return self.b.fmul(x, y)
+
+    def div(self, x, y):
+        return self.b.fdiv(x, y)
+
+    def abs(self, x):
+        return self.b.call(self.fabs_fn, [x])
+
+    def lt(self, x, y):
+        return self.b.fcmp_ordered("<", x, y)
+
+    def nlt(self, x, y):
+        """not (x < y): true where x >= y or either is NaN."""
+        return self.b.fcmp_unordered(">=", x, y)
+
+    def le(self, x, y):
+        return self.b.fcmp_ordered("<=", x, y)
+
+    def ge(self, x, y):
+        return self.b.fcmp_ordered(">=", x, y)
+
+    def min_lt(self, x, y):
+        """``x if x < y else y``.
+
+        On x86 with AVX this is ``vminpd`` (MINPD returns its first operand iff it
+        is less than the second: exactly this expression, NaN and signed zeros
+        included). Elsewhere it is a select. (Written as a select on x86, LLVM
+        turns the store of ``select(x < y, x, load(p))`` to ``p`` into a slow
+        masked store.)
+        """
+        if _X86_MIN:
+            fn = cgutils.get_or_insert_function(self.b.module, ir.FunctionType(_VEC, [_VEC, _VEC]),
+                                                "llvm.x86.avx.min.pd.256")
+            return self.b.call(fn, [x, y])
+        return self.select(self.lt(x, y), x, y)
+
+    def select(self, m, x, y):
+        return self.b.select(m, x, y)
+
+    def neumaier(self, total, comp, term):
+        """(t, comp') with t = total + term and the Neumaier correction added to ``comp``.
+
+        ``comp += ((s - t) + term) if |s| >= |term| else ((term - t) + s)`` written
+        with selects: the same two operations on the same operands.
+        """
+        t = self.add(total, term)
+        cond = self.ge(self.abs(total), self.abs(term))
+        big = self.select(cond, total, term)
+        small = self.select(cond, term, total)
+        return t, self.add(comp, self.add(self.sub(big, t), small))
+
+    def widen(self, m):
+        """A <LW x i1> mask as <LW x i64> (all ones where set), the form compares produce."""
+        return self.b.sext(m, _IVEC)
+
+    def mask_bits(self, w):
+        """A widened mask as an i64 with bit g set for lane g."""
+        m = self.b.icmp_signed("!=", w, ir.Constant(_IVEC, [0] * LW))
+        return self.b.zext(self.b.bitcast(m, ir.IntType(LW)), _I64)
+
+
+def _data_ptr(context, builder, aryty, value):
+    return context.make_array(aryty)(context, builder, value).data
+
+
+def _is_c_array(t, ndim):
+    return isinstance(t, types.Array) and t.ndim == ndim and t.layout == "C" and t.dtype == types.float64
+
+
+@intrinsic
+def _mv_tile(typingctx, A, st, r0, K, vb, vs, ob, os):
+    """``st[ob + (r0+k)·os + g] = Σ_{c<K} A[r0+k, c]·st[vb + c·vs + g]`` for k < TILE, g < LW.
+
+    Each output starts at +0.0 and adds the products for c = 0, 1, ..., K-1 in
+    this order (``((0 + A[r,0]v_0) + A[r,1]v_1) + ...``), the per-element order of
+    the single-run ``_axpy_columns``; the TILE x LW partial sums stay in registers.
+    ``A`` must be C-contiguous with at least ``r0 + TILE`` rows.
+    """
+    if not (_is_c_array(A, 2) and _is_c_array(st, 1)):
+        return None
+    sig = types.void(A, st, types.intp, types.intp, types.intp, types.intp, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        a_val, st_val, r0_, k_, vb_, vs_, ob_, os_ = args
+        v = _VecOps(builder)
+        a_arr = context.make_array(signature.args[0])(context, builder, a_val)
+        ncol = cgutils.unpack_tuple(builder, a_arr.shape, 2)[1]
+        sdata = _data_ptr(context, builder, signature.args[1], st_val)
+        rows = [builder.gep(a_arr.data, [builder.mul(builder.add(r0_, _c64(k)), ncol)]) for k in range(TILE)]
+        accs = [cgutils.alloca_once_value(builder, _vconst(0.0)) for _ in range(TILE)]
+        with cgutils.for_range(builder, k_) as loop:
+            c = loop.index
+            t = v.load(sdata, builder.add(vb_, builder.mul(c, vs_)))
+            for k in range(TILE):
+                h = v.splat(builder.load(builder.gep(rows[k], [c])))
+                builder.store(v.add(builder.load(accs[k]), v.mul(h, t)), accs[k])
+        for k in range(TILE):
+            idx = builder.add(ob_, builder.mul(builder.add(r0_, _c64(k)), os_))
+            v.store(builder.load(accs[k]), sdata, idx)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+class _Offsets:
+    """Runtime arguments of the update: slot offsets (in doubles) of the buffers that swap
+    roles every step (current / next of w±, 1/w±, θ) and ``pending`` (nonzero when the
+    Lemma 4 term of the previous step is still to be added)."""
+
+    def __init__(self, wpc, wpn, wmc, wmn, thn, ipc, ipn, imc, imn, pending):
+        self.wpc, self.wpn, self.wmc, self.wmn, self.thn = wpc, wpn, wmc, wmn, thn
+        self.ipc, self.ipn, self.imc, self.imn, self.pending = ipc, ipn, imc, imn, pending
+
+
+class _Lanes:
+    """Apply :class:`_VecOps` operations to R independent rows at once, interleaving their code.
+
+    The update of one row is a long dependency chain (a division and a compensated sum
+    in it); emitting two rows op by op lets the out-of-order core overlap them.
+    Operands are lists (one value per row) or single values shared by all rows.
+    """
+
+    def __init__(self, v, rows):
+        self.v = v
+        self.rows = rows
+
+    def __getattr__(self, name):
+        op = getattr(self.v, name)
+
+        def apply(*args):
+            outs = [op(*[a[r] if isinstance(a, list) else a for a in args]) for r in range(self.rows)]
+            if outs and isinstance(outs[0], tuple):
+                return tuple(list(x) for x in zip(*outs, strict=True))
+            return outs
+
+        return apply
+
+
+def _emit_row_update(builder, v, s, bases, grads, gam, bet, off, bad_acc, chg_acc):
+    """The single-run step of coordinates ``bases`` (frame offsets) for LW lanes, given their gradients.
+
+    Reads each frame, writes the new iterate over the previous one (``off.wpn``/``off.wmn``),
+    θ of the new iterate into ``off.thn`` and every accumulator in place; ORs into
+    ``bad_acc`` every lane whose proposal may have overflowed and into ``chg_acc`` every
+    lane that may have changed sign (both are supersets: the caller checks the flagged
+    lanes exactly). ``bases``/``grads`` are lists (rows updated together, code interleaved).
+
+    The Lemma 4 sums lag one update behind (see :func:`_flush_lemma4`): the term of
+    this update needs ``1/w_new``, a division whose latency would otherwise sit in the
+    middle of the longest dependency chain of the row.
+    """
+    R = len(bases)
+    m = _Lanes(v, R)
+    zero, one, quarter, bound2 = _vconst(0.0), _vconst(1.0), _vconst(0.25), _vconst(OVERFLOW * OVERFLOW)
+
+    def at(o):
+        return [builder.add(b, o) for b in bases]
+
+    def slot(k):
+        return [builder.add(b, _c64(k * LW)) for b in bases]
+
+    wp = m.load(s, at(off.wpc))
+    wpp = m.load(s, at(off.wpn))
+    wm = m.load(s, at(off.wmc))
+    wmp = m.load(s, at(off.wmn))
+    # eq. (w_mgd): w+ - γ∇L w+ + β(w+ - w+prev), w- + γ∇L w- + β(w- - w-prev)
+    gg = m.mul(gam, grads)
+    a = m.add(m.sub(wp, m.mul(gg, wp)), m.mul(bet, m.sub(wp, wpp)))
+    c = m.add(m.add(wm, m.mul(gg, wm)), m.mul(bet, m.sub(wm, wmp)))
+    inv_a = m.div(one, a)
+    inv_c = m.div(one, c)
+    a2 = m.mul(a, a)
+    c2 = m.mul(c, c)
+    theta = m.mul(m.sub(a2, c2), quarter)
+    # Conservative filters, re-checked exactly by the caller for the lanes they flag:
+    # |a| >= B or |c| >= B or NaN  implies  not (a² + c² < fl(B²))  (rounding is monotone);
+    # a sign change (or an exact zero, or an underflow) implies min(a·w+, c·w-) <= 0.
+    for r in range(R):
+        bad = v.widen(v.nlt(v.add(a2[r], c2[r]), bound2))
+        builder.store(builder.or_(builder.load(bad_acc), bad), bad_acc)
+        changed = v.widen(v.le(v.min_lt(v.mul(a[r], wp[r]), v.mul(c[r], wm[r])), zero))
+        builder.store(builder.or_(builder.load(chg_acc), changed), chg_acc)
+    # mirror variable: M = βM + ∇L, G += γM (Neumaier)
+    mom = m.add(m.mul(bet, m.load(s, slot(S_MOM))), grads)
+    mir, mirc = m.neumaier(m.load(s, slot(S_MIR)), m.load(s, slot(S_MIRC)), m.mul(gam, mom))
+    md = m.min_lt(m.abs(m.mul(a, c)), m.load(s, slot(S_MIND)))
+    for value, where in ((a, at(off.wpn)), (c, at(off.wmn)), (theta, at(off.thn)), (mom, slot(S_MOM)),
+                         (mir, slot(S_MIR)), (mirc, slot(S_MIRC)), (md, slot(S_MIND))):
+        m.store(value, s, where)
+    # Lemma 4 sums, one step late: the term of the previous update (w_prev -> w),
+    # A += δ(1/w_prev - β/w), δ = w - w_prev (Neumaier), from stored w and 1/w: the
+    # same operands as in the single-run kernel, off the chain of the division.
+    with builder.if_then(builder.icmp_signed("!=", off.pending, _c64(0)), likely=True):
+        term = m.mul(m.sub(wp, wpp), m.sub(m.load(s, at(off.ipn)), m.mul(bet, m.load(s, at(off.ipc)))))
+        sp, cp = m.neumaier(m.load(s, slot(S_SP)), m.load(s, slot(S_CP)), term)
+        term = m.mul(m.sub(wm, wmp), m.sub(m.load(s, at(off.imn)), m.mul(bet, m.load(s, at(off.imc)))))
+        sm, cm = m.neumaier(m.load(s, slot(S_SM)), m.load(s, slot(S_CM)), term)
+        for value, where in ((sp, slot(S_SP)), (cp, slot(S_CP)), (sm, slot(S_SM)), (cm, slot(S_CM))):
+            m.store(value, s, where)
+    m.store(inv_a, s, at(off.ipn))
+    m.store(inv_c, s, at(off.imn))
+
+
+def _finish_gradient(builder, v, form, acc, bdata, row, scale_v):
+    """∇L_i from the column sum: ``acc - b_i`` (Hessian form) or ``acc / scale``."""
+    if form == "sub":
+        return v.sub(acc, v.splat(builder.load(builder.gep(bdata, [row]))))
+    return v.div(acc, scale_v)
+
+
+def _emit_rows(builder, v, s, sums, r0, nrows, form, bdata, scale_v, gam, bet, off, bad_acc, chg_acc):
+    """Update rows ``r0 .. r0+nrows-1`` from the column sums ``sums[k]``, ``ROWS_AT_ONCE`` at a time."""
+
+    def rows(first, count):
+        idx = [builder.add(first, _c64(j)) for j in range(count)]
+        rws = [builder.add(r0, k) for k in idx]
+        grads = [_finish_gradient(builder, v, form, builder.load(builder.gep(sums, [k])), bdata, r, scale_v)
+                 for k, r in zip(idx, rws, strict=True)]
+        _emit_row_update(builder, v, s, [builder.mul(r, _c64(FR)) for r in rws], grads, gam, bet, off,
+                         bad_acc, chg_acc)
+
+    groups = builder.sdiv(nrows, _c64(ROWS_AT_ONCE))
+    with cgutils.for_range(builder, groups) as loop:
+        rows(builder.mul(loop.index, _c64(ROWS_AT_ONCE)), ROWS_AT_ONCE)
+    with cgutils.for_range(builder, builder.srem(nrows, _c64(ROWS_AT_ONCE))) as loop:
+        rows(builder.add(builder.mul(groups, _c64(ROWS_AT_ONCE)), loop.index), 1)
+
+
+def _flags(builder, v, bad_acc, chg_acc):
+    bad = v.mask_bits(builder.load(bad_acc))
+    chg = v.mask_bits(builder.load(chg_acc))
+    return builder.or_(bad, builder.shl(chg, _c64(LW)))
+
+
+_INT_ARGS = (types.intp,) * 10
+
+
+def _make_step_update(form):
+    """One full step of a group: gradient tiles fused with the row updates, rows 0 .. d-1.
+
+    For each tile of TILE rows, the gradient of row r is ``Σ_{c<K} A[r, c]·V[c]`` with ``V[c]``
+    the vector at ``st[vb + c·FR]`` (θ for the Hessian form, the residuals for the data form),
+    summed over c in increasing order from +0.0, then finished by :func:`_finish_gradient`;
+    the TILE x LW sums stay in registers while they accumulate and feed the row updates
+    directly. ``A`` needs at least ``d`` rounded up to TILE rows. Returns ``bad | (changed << LW)``
+    lane masks.
+    """
+
+    def typer(typingctx, A, st, lane, b, scale, K, d, vb, wpc, wpn, wmc, wmn, thn, ipc, ipn, imc, imn,
+              pending):
+        if not (_is_c_array(A, 2) and _is_c_array(st, 1) and _is_c_array(lane, 1) and _is_c_array(b, 1)):
+            return None
+        sig = types.int64(A, st, lane, b, types.float64, types.intp, types.intp, types.intp, *_INT_ARGS)
+
+        def codegen(context, builder, signature, args):
+            a_val, st_val, lane_val, b_val, scale_, k_, d_, vb_ = args[:8]
+            off = _Offsets(*args[8:])
+            v = _VecOps(builder)
+            a_arr = context.make_array(signature.args[0])(context, builder, a_val)
+            ncol = cgutils.unpack_tuple(builder, a_arr.shape, 2)[1]
+            s = _data_ptr(context, builder, signature.args[1], st_val)
+            lane_ptr = _data_ptr(context, builder, signature.args[2], lane_val)
+            bdata = _data_ptr(context, builder, signature.args[3], b_val)
+            gam = v.load(lane_ptr, _c64(LP_GAMMA * LW))
+            bet = v.load(lane_ptr, _c64(LP_BETA * LW))
+            scale_v = v.splat(scale_)
+            bad_acc = cgutils.alloca_once_value(builder, ir.Constant(_IVEC, [0] * LW))
+            chg_acc = cgutils.alloca_once_value(builder, ir.Constant(_IVEC, [0] * LW))
+            accs = [cgutils.alloca_once(builder, _VEC) for _ in range(TILE)]
+            sums = cgutils.alloca_once(builder, _VEC, size=TILE)
+            ntiles = builder.sdiv(builder.add(d_, _c64(TILE - 1)), _c64(TILE))
+            with cgutils.for_range(builder, ntiles) as tiles:
+                r0 = builder.mul(tiles.index, _c64(TILE))
+                rows = [builder.gep(a_arr.data, [builder.mul(builder.add(r0, _c64(k)),
+                                                             ncol)]) for k in range(TILE)]
+                for acc in accs:
+                    builder.store(_vconst(0.0), acc)
+                with cgutils.for_range(builder, k_) as loop:
+                    c = loop.index
+                    t = v.load(s, builder.add(vb_, builder.mul(c, _c64(FR))))
+                    for k in range(TILE):
+                        h = v.splat(builder.load(builder.gep(rows[k], [c])))
+                        builder.store(v.add(builder.load(accs[k]), v.mul(h, t)), accs[k])
+                for k in range(TILE):
+                    builder.store(builder.load(accs[k]), builder.gep(sums, [_c64(k)]))
+                nrows = builder.sub(d_, r0)
+                nrows = builder.select(builder.icmp_signed("<", nrows, _c64(TILE)), nrows, _c64(TILE))
+                _emit_rows(builder, v, s, sums, r0, nrows, form, bdata, scale_v, gam, bet, off, bad_acc,
+                           chg_acc)
+            return _flags(builder, v, bad_acc, chg_acc)
+
+        return sig, codegen
+
+    typer.__name__ = f"_step_update_{form}"
+    return intrinsic(typer)
+
+
+def _make_update(form):
+    """Update of rows 0 .. d-1 of a group from the column sums stored in slot GR (minibatch)."""
+
+    def typer(typingctx, st, lane, b, scale, d, wpc, wpn, wmc, wmn, thn, ipc, ipn, imc, imn, pending):
+        if not (_is_c_array(st, 1) and _is_c_array(lane, 1) and _is_c_array(b, 1)):
+            return None
+        sig = types.int64(st, lane, b, types.float64, types.intp, *_INT_ARGS)
+
+        def codegen(context, builder, signature, args):
+            st_val, lane_val, b_val, scale_, d_ = args[:5]
+            off = _Offsets(*args[5:])
+            v = _VecOps(builder)
+            s = _data_ptr(context, builder, signature.args[0], st_val)
+            lane_ptr = _data_ptr(context, builder, signature.args[1], lane_val)
+            bdata = _data_ptr(context, builder, signature.args[2], b_val)
+            gam = v.load(lane_ptr, _c64(LP_GAMMA * LW))
+            bet = v.load(lane_ptr, _c64(LP_BETA * LW))
+            scale_v = v.splat(scale_)
+            bad_acc = cgutils.alloca_once_value(builder, ir.Constant(_IVEC, [0] * LW))
+            chg_acc = cgutils.alloca_once_value(builder, ir.Constant(_IVEC, [0] * LW))
+            with cgutils.for_range(builder, d_) as loop:
+                base = builder.mul(loop.index, _c64(FR))
+                acc = v.load(s, builder.add(base, _c64(S_GR * LW)))
+                grad = _finish_gradient(builder, v, form, acc, bdata, loop.index, scale_v)
+                _emit_row_update(builder, v, s, [base], [grad], gam, bet, off, bad_acc, chg_acc)
+            return _flags(builder, v, bad_acc, chg_acc)
+
+        return sig, codegen
+
+    typer.__name__ = f"_update_{form}"
+    return intrinsic(typer)
+
+
+_step_update_sub = _make_step_update("sub")
+_step_update_div = _make_step_update("div")
+_update_div = _make_update("div")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Group bookkeeping (plain Numba)
+# ---------------------------------------------------------------------------------------------------
+
+@njit(**JIT_OPTIONS)
+def _init_groups(ST, LANE, IST, ACT, RNG, PERM, gammas, betas, seeds, valid, w_plus0, w_minus0):
+    """Fresh runs: lane g of group q gets (γ, β, seed) = (gammas, betas, seeds)[q, g] if valid[q, g].
+
+    Invalid (padding) lanes are parked from the start.
+    """
+    ngroups = ST.shape[0]
+    d = w_plus0.shape[0]
+    nf = ST.shape[1] // FR
+    n = PERM.shape[2]
+    for q in range(ngroups):
+        st = ST[q]
+        for i in range(nf):
+            base = i * FR
+            for g in range(LW):
+                for k in range(NSLOT):
+                    st[base + k * LW + g] = 0.0
+                if i < d and valid[q, g]:
+                    wp = w_plus0[i]
+                    wm = w_minus0[i]
+                else:
+                    wp = 1.0
+                    wm = 1.0
+                st[base + S_WPA * LW + g] = wp
+                st[base + S_WPB * LW + g] = wp
+                st[base + S_WMA * LW + g] = wm
+                st[base + S_WMB * LW + g] = wm
+                theta = (wp * wp - wm * wm) * 0.25
+                st[base + S_THA * LW + g] = theta
+                st[base + S_THB * LW + g] = theta
+                st[base + S_IPA * LW + g] = 1.0 / wp
+                st[base + S_IPB * LW + g] = 1.0 / wp
+                st[base + S_IMA * LW + g] = 1.0 / wm
+                st[base + S_IMB * LW + g] = 1.0 / wm
+                st[base + S_MIND * LW + g] = abs(wp * wm)
+        for g in range(LW):
+            ok = valid[q, g]
+            LANE[q, LP_GAMMA * LW + g] = gammas[q, g] if ok else 0.0
+            LANE[q, LP_BETA * LW + g] = betas[q, g] if ok else 0.0
+            ACT[q, g] = 1 if ok else 0
+            for i in range(d):
+                IST[q, CROSS_PLUS, i, g] = 0
+                IST[q, CROSS_MINUS, i, g] = 0
+                IST[q, FIRST_CROSS_PLUS, i, g] = -1
+                IST[q, FIRST_CROSS_MINUS, i, g] = -1
+                IST[q, LAST_CROSS_PLUS, i, g] = -1
+                IST[q, LAST_CROSS_MINUS, i, g] = -1
+            _seed_state(seeds[q, g], 0, RNG[q, g])
+            for j in range(n):
+                PERM[q, g, j] = j
+
+
+@njit(**JIT_OPTIONS)
+def _park(st, lane, act, g):
+    """Freeze lane g at w± = 1, θ = 0, γ = β = 0 (constant and finite from then on)."""
+    nf = st.shape[0] // FR
+    for i in range(nf):
+        base = i * FR
+        for k in range(NSLOT):
+            st[base + k * LW + g] = 0.0
+        st[base + S_WPA * LW + g] = 1.0
+        st[base + S_WPB * LW + g] = 1.0
+        st[base + S_WMA * LW + g] = 1.0
+        st[base + S_WMB * LW + g] = 1.0
+        st[base + S_IPA * LW + g] = 1.0
+        st[base + S_IPB * LW + g] = 1.0
+        st[base + S_IMA * LW + g] = 1.0
+        st[base + S_IMB * LW + g] = 1.0
+        st[base + S_MIND * LW + g] = 1.0
+    lane[LP_GAMMA * LW + g] = 0.0
+    lane[LP_BETA * LW + g] = 0.0
+    act[g] = 0
+
+
+@njit(**JIT_OPTIONS)
+def _slots(step):
+    """(w+ current, w+ previous, w- current, w- previous, θ current, θ next,
+    1/w+ current, 1/w+ previous, 1/w- current, 1/w- previous) after ``step`` updates."""
+    if step % 2 == 0:
+        return S_WPA, S_WPB, S_WMA, S_WMB, S_THA, S_THB, S_IPA, S_IPB, S_IMA, S_IMB
+    return S_WPB, S_WPA, S_WMB, S_WMA, S_THB, S_THA, S_IPB, S_IPA, S_IMB, S_IMA
+
+
+@njit(**JIT_OPTIONS)
+def _neumaier(total, comp, term):
+    s = total
+    t = s + term
+    comp += ((s - t) + term) if abs(s) >= abs(term) else ((term - t) + s)
+    return t, comp
+
+
+@njit(**JIT_OPTIONS)
+def _flush_lemma4(st, base, beta, wc, wp, ic, ip, s_sum, s_comp):
+    """The pending Lemma 4 term of the last update, as the single-run ``_accumulate_s`` adds it."""
+    a = st[base + wc * LW]
+    w = st[base + wp * LW]
+    term = (a - w) * (st[base + ip * LW] - beta * st[base + ic * LW])
+    return _neumaier(st[base + s_sum * LW], st[base + s_comp * LW], term)
+
+
+@njit(**JIT_OPTIONS)
+def _export(st, ist, lane, g, step, d, out_f, out_i):
+    """Write lane g in the single-run kernel's ``fstate``/``istate`` layout (after ``step`` updates)."""
+    wpc, wpp, wmc, wmp, _, _, ipc, ipp, imc, imp = _slots(step)
+    beta = lane[LP_BETA * LW + g]
+    for i in range(d):
+        base = i * FR + g
+        sp, cp = st[base + S_SP * LW], st[base + S_CP * LW]
+        sm, cm = st[base + S_SM * LW], st[base + S_CM * LW]
+        if step > 0:  # the sums lag one update behind in the lockstep kernel
+            sp, cp = _flush_lemma4(st, base, beta, wpc, wpp, ipc, ipp, S_SP, S_CP)
+            sm, cm = _flush_lemma4(st, base, beta, wmc, wmp, imc, imp, S_SM, S_CM)
+        out_f[W_PLUS, i] = st[base + wpc * LW]
+        out_f[W_MINUS, i] = st[base + wmc * LW]
+        out_f[W_PLUS_PREV, i] = st[base + wpp * LW]
+        out_f[W_MINUS_PREV, i] = st[base + wmp * LW]
+        out_f[S_SUM_PLUS, i] = sp
+        out_f[S_SUM_MINUS, i] = sm
+        out_f[S_COMP_PLUS, i] = cp
+        out_f[S_COMP_MINUS, i] = cm
+        out_f[GRAD_MOMENTUM, i] = st[base + S_MOM * LW]
+        out_f[MIRROR_SUM, i] = st[base + S_MIR * LW]
+        out_f[MIRROR_COMP, i] = st[base + S_MIRC * LW]
+        out_f[MIN_DELTA, i] = st[base + S_MIND * LW]
+        for r in range(N_INT_ROWS):
+            out_i[r, i] = ist[r, i, g]
+
+
+@njit(**JIT_OPTIONS)
+def _finish_lane(st, ist, lane, g, step, code, d, pts, OUT_F, OUT_I, OUT_STATUS, OUT_STEPS):
+    p = pts[g]
+    if p < 0:
+        return
+    _export(st, ist, lane, g, step, d, OUT_F[p], OUT_I[p])
+    OUT_STATUS[p] = code
+    OUT_STEPS[p] = step
+
+
+@njit(**JIT_OPTIONS)
+def _overflowed(st, g, d, new_p, new_m):
+    """The single-run divergence test on lane g's proposal: not all |w±| < OVERFLOW (NaN included)."""
+    for i in range(d):
+        base = i * FR + g
+        if not ((abs(st[base + new_p * LW]) < OVERFLOW) & (abs(st[base + new_m * LW]) < OVERFLOW)):
+            return True
+    return False
+
+
+@njit(**JIT_OPTIONS)
+def _log_lane_crossings(st, ist, g, d, old_p, new_p, old_m, new_m, step):
+    """Exact sign-change bookkeeping of lane g (the single-run ``_log_crossings``)."""
+    for i in range(d):
+        base = i * FR + g
+        if (st[base + new_p * LW] < 0.0) != (st[base + old_p * LW] < 0.0):
+            ist[CROSS_PLUS, i, g] += 1
+            if ist[CROSS_PLUS, i, g] == 1:
+                ist[FIRST_CROSS_PLUS, i, g] = step
+            ist[LAST_CROSS_PLUS, i, g] = step
+        if (st[base + new_m * LW] < 0.0) != (st[base + old_m * LW] < 0.0):
+            ist[CROSS_MINUS, i, g] += 1
+            if ist[CROSS_MINUS, i, g] == 1:
+                ist[FIRST_CROSS_MINUS, i, g] = step
+            ist[LAST_CROSS_MINUS, i, g] = step
+
+
+@njit(**JIT_OPTIONS)
+def _residual_loss(X, y, st, n, d, th, write_back, loss):
+    """loss[g] = ‖Xθ_g - y‖²/(2n) with the single-run order (θ in slot ``th``).
+
+    The residuals ``Xθ - y`` go to slot RES when ``write_back``.
+    """
+    npad = X.shape[0]
+    for r0 in range(0, npad, TILE):
+        _mv_tile(X, st, r0, d, th * LW, FR, S_RES * LW, FR)
+    for g in range(LW):
+        total = 0.0
+        for m in range(n):
+            idx = m * FR + S_RES * LW + g
+            r = st[idx] - y[m]
+            if write_back:
+                st[idx] = r
+            total += r * r
+        loss[g] = total / (2.0 * n)
+
+
+@njit(**JIT_OPTIONS)
+def _minibatch_gradient(X, y, st, d, th, g, rng, perm, replace, batch, resid):
+    """Unscaled minibatch gradient of lane g into slot GR (the single-run ``_gradient_batch``)."""
+    nb = batch.shape[0]
+    _draw_batch(rng, perm, batch, replace)
+    for q in range(nb):
+        row = batch[q]
+        r = 0.0
+        for j in range(d):
+            r += X[row, j] * st[j * FR + th * LW + g]
+        resid[q] = r - y[row]
+    for i in range(d):
+        acc = 0.0
+        for q in range(nb):
+            acc += X[batch[q], i] * resid[q]
+        st[i * FR + S_GR * LW + g] = acc
+
+
+@njit(**JIT_OPTIONS)
+def _group_steps(mode, X, XT, y, H, b, n, d, tol, batch_size, replace,
+                 st, lane, ist, act, rng, perm, pts, k_start, count, diverged_at,
+                 OUT_F, OUT_I, OUT_STATUS, OUT_STEPS):
+    """Advance one group by ``count`` steps starting at step ``k_start``.
+
+    Converged lanes are exported and parked; diverged lanes are parked and get
+    ``diverged_at[g] = k`` (the number of committed updates); the caller
+    replays them.
+    """
+    loss = np.zeros(LW)
+    batch = np.zeros(max(batch_size, 1), dtype=np.int64)
+    resid = np.zeros(max(batch_size, 1))
+    scale = float(n) if mode == MODE_DATA else float(max(batch_size, 1))
+    check = tol >= 0.0
+    for k in range(k_start, k_start + count):
+        active = 0
+        for g in range(LW):
+            active += act[g]
+        if active == 0:
+            break
+        wpc, wpn, wmc, wmn, thc, thn, ipc, ipn, imc, imn = _slots(k)
+        pending = 1 if k > 0 else 0
+        if check or mode == MODE_DATA:
+            _residual_loss(X, y, st, n, d, thc, mode == MODE_DATA, loss)
+            if check:
+                for g in range(LW):
+                    if act[g] and loss[g] <= tol:
+                        _finish_lane(st, ist, lane, g, k, LANE_CONVERGED, d, pts, OUT_F, OUT_I, OUT_STATUS,
+                                     OUT_STEPS)
+                        _park(st, lane, act, g)
+                        active -= 1
+                if active == 0:
+                    break
+        flags = 0
+        if mode == MODE_HESSIAN:
+            flags = _step_update_sub(H, st, lane, b, 1.0, d, d, thc * LW, wpc * LW, wpn * LW, wmc * LW,
+                                     wmn * LW, thn * LW, ipc * LW, ipn * LW, imc * LW, imn * LW, pending)
+        elif mode == MODE_DATA:
+            flags = _step_update_div(XT, st, lane, b, scale, n, d, S_RES * LW, wpc * LW, wpn * LW, wmc * LW,
+                                     wmn * LW, thn * LW, ipc * LW, ipn * LW, imc * LW, imn * LW, pending)
+        else:
+            for g in range(LW):
+                if act[g]:
+                    _minibatch_gradient(X, y, st, d, thc, g, rng[g], perm[g], replace, batch, resid)
+            flags = _update_div(st, lane, b, scale, d, wpc * LW, wpn * LW, wmc * LW, wmn * LW, thn * LW,
+                                ipc * LW, ipn * LW, imc * LW, imn * LW, pending)
+        if flags != 0:
+            for g in range(LW):
+                if not act[g]:
+                    continue
+                if (flags >> g) & 1 and _overflowed(st, g, d, wpn, wmn):
+                    diverged_at[g] = k
+                    _park(st, lane, act, g)
+                elif (flags >> g) & 1 or (flags >> (LW + g)) & 1:
+                    _log_lane_crossings(st, ist, g, d, wpc, wpn, wmc, wmn, k + 1)
+
+
+@njit(**JIT_OPTIONS)
+def _group_chunk(mode, X, XT, y, H, b, n, d, tol, batch_size, replace,
+                 st, lane, ist, act, rng, perm, pts, k0, n_steps, total,
+                 OUT_F, OUT_I, OUT_STATUS, OUT_STEPS):
+    """Advance one group by a chunk, then replay diverged lanes and export finished ones."""
+    active = 0
+    for g in range(LW):
+        active += act[g]
+    if active == 0:
+        return
+    st0 = st.copy()
+    lane0 = lane.copy()
+    ist0 = ist.copy()
+    rng0 = rng.copy()
+    perm0 = perm.copy()
+    diverged_at = np.full(LW, -1, dtype=np.int64)
+    _group_steps(mode, X, XT, y, H, b, n, d, tol, batch_size, replace, st, lane, ist, act, rng, perm, pts,
+                 k0, n_steps, diverged_at, OUT_F, OUT_I, OUT_STATUS, OUT_STEPS)
+    for g in range(LW):
+        kd = diverged_at[g]
+        if kd < 0:
+            continue
+        # Replay lane g alone from the chunk's start to the last committed update.
+        rst = st0.copy()
+        rlane = lane0.copy()
+        rist = ist0.copy()
+        rrng = rng0.copy()
+        rperm = perm0.copy()
+        ract = np.zeros(LW, dtype=np.int64)
+        for h in range(LW):
+            if h != g:
+                _park(rst, rlane, ract, h)
+        ract[g] = 1
+        never = np.full(LW, -1, dtype=np.int64)
+        _group_steps(mode, X, XT, y, H, b, n, d, tol, batch_size, replace, rst, rlane, rist, ract, rrng,
+                     rperm,
+                     pts, k0, kd - k0, never, OUT_F, OUT_I, OUT_STATUS, OUT_STEPS)
+        _finish_lane(rst, rist, rlane, g, kd, LANE_DIVERGED, d, pts, OUT_F, OUT_I, OUT_STATUS, OUT_STEPS)
+    if k0 + n_steps >= total:
+        for g in range(LW):
+            if act[g]:
+                _finish_lane(st, ist, lane, g, total, LANE_MAX_STEPS, d, pts, OUT_F, OUT_I, OUT_STATUS,
+                             OUT_STEPS)
+
+
+@njit(**PARALLEL_JIT_OPTIONS)
+def _sweep_chunk(mode, Xs, XTs, ys, Hs, bs, n, d, tol, batch_size, replace, group_rep,
+                 ST, LANE, IST, ACT, RNG, PERM, PTS, k0, n_steps, total, groups_per_block,
+                 OUT_F, OUT_I, OUT_STATUS, OUT_STEPS):
+    """Advance every group from step ``k0`` by ``n_steps`` (of ``total``), blocks in parallel.
+
+    Group q runs on data set ``group_rep[q]`` (stacked, zero-padded ``Xs`` (R, F, F'),
+    ``XTs``, ``ys``, ``Hs``, ``bs``). Lane g of group q is point ``PTS[q, g]`` (-1:
+    padding) whose outcome goes to row ``PTS[q, g]`` of the ``OUT_*`` arrays when
+    the lane stops (converged, diverged) or reaches ``total``.
+    """
+    ngroups = ST.shape[0]
+    nblocks = (ngroups + groups_per_block - 1) // groups_per_block
+    for blk in prange(nblocks):
+        stop = min(ngroups, (blk + 1) * groups_per_block)
+        for q in range(blk * groups_per_block, stop):
+            r = group_rep[q]
+            _group_chunk(mode, Xs[r], XTs[r], ys[r], Hs[r], bs[r], n, d, tol, batch_size, replace,
+                         ST[q], LANE[q], IST[q], ACT[q], RNG[q], PERM[q], PTS[q], k0, n_steps, total,
+                         OUT_F, OUT_I, OUT_STATUS, OUT_STEPS)
