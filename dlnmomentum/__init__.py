@@ -15,7 +15,7 @@ from .record import Record
 from .results import Trajectory
 from .status import CONVERGED, DIVERGED, INTERRUPTED, MAX_STEPS, RUNNING, STATUS_MESSAGES
 from .store import StoreError, open_store, resume
-from .sweep import Sweep, open_sweep, parse_grid, resume_sweep, sweep  # noqa: E402  (function shadows module)
+from .sweep import Sweep, open_sweep, parse_grid, resume_sweep, sweep  # the function shadows the module name, like mgd
 
 __version__ = "0.1.0"
 
