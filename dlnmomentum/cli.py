@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 
+from .store_files import to_jsonable
+
 _COMMAND_MODULES = ("dlnmomentum.flow", "dlnmomentum.store", "dlnmomentum.sweep")
 
 
@@ -50,20 +52,6 @@ def record_from_args(args):
     if getattr(args, "record_every", None):
         return Record(every=args.record_every)
     return None
-
-
-def to_jsonable(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (np.floating, np.integer, np.bool_)):
-        return value.item()
-    if isinstance(value, dict):
-        return {k: to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if hasattr(value, "_asdict"):
-        return to_jsonable(value._asdict())
-    return value
 
 
 def _cmd_run(args):

@@ -81,6 +81,7 @@ import numpy as np
 from ._driver import chunk_steps_for, drive
 from ._validate import as_array, as_float, as_int
 from .kernels import flow as K
+from .kernels import mgd as KM
 from .mgd import _auto_progress, _check_problem, _check_record, initial_weights
 from .results import ResultMixin, Trajectory, readonly, trajectory_from_blocks
 
@@ -368,32 +369,6 @@ class FlowResult(ResultMixin):
                 out.append(w0 * np.exp(expo))
         return tuple(out)
 
-    def prediction(self):
-        """Theorem 1's prediction for this run (computed on request, then cached)."""
-        cached = self.__dict__.get("_prediction")
-        if cached is None:
-            from .theory import predict
-
-            cached = predict(self.problem.X, self.problem.y, self.delta_inf, self.theta0_tilde, self.theta)
-            object.__setattr__(self, "_prediction", cached)
-        return cached
-
-    @property
-    def predicted_theta(self):
-        return self.prediction().predicted_theta
-
-    @property
-    def prediction_gap(self):
-        return self.prediction().prediction_gap
-
-    @property
-    def theta_gf_delta_inf(self):
-        return self.prediction().theta_gf_delta_inf
-
-    @property
-    def normalized_distance(self):
-        return self.prediction().normalized_distance
-
     def summary(self):
         c = self.config
         head = "GF" if self.kind == "gf" else f"MGF  lambda={self.lam:g}"
@@ -458,10 +433,10 @@ class FlowRun:
         self.log_sign = np.zeros(cap, dtype=np.int64)
         n = problem.n
         if config.gradient == "hessian" or (config.gradient == "auto" and d * d <= 2 * n * d):
-            self.mode = K.MODE_HESSIAN
+            self.mode = KM.MODE_HESSIAN
         else:
             self.mode = K.MODE_DATA
-        cost = 4 * ({K.MODE_HESSIAN: d * d, K.MODE_DATA: 2 * n * d}[self.mode] + 50 * d)
+        cost = 4 * ({KM.MODE_HESSIAN: d * d, K.MODE_DATA: 2 * n * d}[self.mode] + 50 * d)
         self.chunk_steps = chunk_steps_for(cost)
         self.schedule = (np.zeros(0, dtype=np.int64) if schedule is None
                          else np.asarray(schedule, dtype=np.int64))
@@ -500,7 +475,7 @@ class FlowRun:
 
     def new_block(self, rows):
         d = self.problem.d
-        return {"step": np.zeros(rows, dtype=np.int64), "vectors": np.zeros((rows, K.N_REC_VECTORS, d)),
+        return {"step": np.zeros(rows, dtype=np.int64), "vectors": np.zeros((rows, KM.N_REC_VECTORS, d)),
                 "losses": np.zeros((rows, 2)), "w_plus_dot": np.zeros((rows, d)),
                 "w_minus_dot": np.zeros((rows, d))}
 

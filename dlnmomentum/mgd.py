@@ -101,32 +101,6 @@ class MGDResult(ResultMixin):
         """True when some coordinate of w₊ or w₋ changed sign."""
         return bool(self.crossings_plus.any() or self.crossings_minus.any())
 
-    def prediction(self):
-        """Theorem 2's prediction for this run (computed on request, then cached)."""
-        cached = self.__dict__.get("_prediction")
-        if cached is None:
-            from .theory import predict
-
-            cached = predict(self.problem.X, self.problem.y, self.delta_inf, self.theta0_tilde, self.theta)
-            object.__setattr__(self, "_prediction", cached)
-        return cached
-
-    @property
-    def predicted_theta(self):
-        return self.prediction().predicted_theta
-
-    @property
-    def prediction_gap(self):
-        return self.prediction().prediction_gap
-
-    @property
-    def theta_gf_delta_inf(self):
-        return self.prediction().theta_gf_delta_inf
-
-    @property
-    def normalized_distance(self):
-        return self.prediction().normalized_distance
-
     def summary(self):
         lines = [
             f"{self.kind.upper()}  gamma={self.gamma:g}  beta={self.beta:g}  lambda={self.lam:g}  eps={self.eps:g}",

@@ -78,6 +78,39 @@ class ResultMixin:
     def converged(self):
         return self.status_name == "converged"
 
+    def prediction(self):
+        """Theorem 1 (flows) / Theorem 2 (MGD, SMGD) for this run, computed on request and cached.
+
+        ``predicted_theta`` is the Bregman projection of ``theta0_tilde`` onto the interpolators for
+        ψ at scale ``delta_inf``; ``theta_gf_delta_inf`` the same with θ̃0 = 0 (gradient flow from
+        ``u0 = √Δ∞, v0 = 0``); the gaps are relative ℓ2 distances of ``theta`` to them.
+        """
+        cached = self.__dict__.get("_prediction")
+        if cached is None:
+            from .theory import predict
+
+            cached = predict(self.problem.X, self.problem.y, self.delta_inf, self.theta0_tilde, self.theta)
+            object.__setattr__(self, "_prediction", cached)
+        return cached
+
+    @property
+    def predicted_theta(self):
+        return self.prediction().predicted_theta
+
+    @property
+    def prediction_gap(self):
+        """‖θ∞ - predicted‖/‖predicted‖."""
+        return self.prediction().prediction_gap
+
+    @property
+    def theta_gf_delta_inf(self):
+        return self.prediction().theta_gf_delta_inf
+
+    @property
+    def normalized_distance(self):
+        """The paper's check ‖θ∞ - θ^GF_Δ∞‖/‖θ^GF_Δ∞‖."""
+        return self.prediction().normalized_distance
+
     def to_dict(self):
         """Every field as plain Python / NumPy values (``problem`` and ``trajectory`` left out)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)

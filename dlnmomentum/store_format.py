@@ -13,20 +13,13 @@ import zlib
 import h5py
 import numpy as np
 
-# StoreError & co., WriterLock and signals_blocked are also importable from here (the layout
-# before the split); the public names live in dlnmomentum.store.
-from .store_files import (  # noqa: F401
+from .store_files import (
     Checkpoint,
-    StoreCorruptError,
     StoreError,
-    StoreExistsError,
-    StoreLockedError,
-    WriterLock,
     attr_str,
     class_path,
     dumps,
     resolve,
-    signals_blocked,
     to_jsonable,
 )
 

@@ -842,7 +842,7 @@ def _h5():
 
 
 def _store_errors():
-    from .store_format import StoreCorruptError, StoreError, StoreExistsError
+    from .store_files import StoreCorruptError, StoreError, StoreExistsError
 
     return StoreError, StoreExistsError, StoreCorruptError
 
@@ -957,7 +957,7 @@ class _SweepStore:
 
     def write_points(self, plan, points, results, session):
         """Write finished points; the done mask is written last (a torn write leaves them not done)."""
-        from .store_format import signals_blocked
+        from .store_files import signals_blocked
 
         h5py = _h5()
         idx = tuple(np.array(ix) for ix in np.unravel_index(np.asarray(points), plan.shape))
@@ -980,7 +980,7 @@ class _SweepStore:
 
 
 def _lock(path):
-    from .store_format import WriterLock
+    from .store_files import WriterLock
 
     return WriterLock.acquire(path, "writing a sweep")
 

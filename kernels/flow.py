@@ -74,7 +74,19 @@ import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, OVERFLOW
-from .mgd import _axpy_columns, _gradient_data, _half_mean_square_residual
+from .mgd import (  # the shared gradient modes, return codes, record layout and padding
+    CONVERGED,
+    DIVERGED,
+    MODE_DATA,
+    REC_DELTA,
+    REC_THETA,
+    REC_W_MINUS,
+    REC_W_PLUS,
+    RUNNING,
+    _axpy_columns,
+    _gradient_data,
+    _half_mean_square_residual,
+)
 
 # -- classic RK4 Butcher tableau (module-level data, checked by the tests) --------------------------
 RK4_A = np.array([[0.0, 0.0, 0.0, 0.0],
@@ -120,24 +132,6 @@ STEPS_DONE = 0
 N_CROSSINGS = 1  # all crossings seen (the log keeps the first ``capacity``)
 N_COUNTERS = 2
 
-# gradient modes (same values as kernels.mgd)
-MODE_HESSIAN = 0
-MODE_DATA = 1
-
-# kernel return codes (the public status table lives in dlnmomentum.status)
-RUNNING = 0
-CONVERGED = 1
-DIVERGED = 3
-
-# recorded vector fields, axis 1 of ``rec_vectors`` (same as kernels.mgd)
-REC_THETA = 0
-REC_W_PLUS = 1
-REC_W_MINUS = 2
-REC_DELTA = 3
-N_REC_VECTORS = 4
-
-#: Working vectors are padded to a multiple of this length (as in kernels.mgd).
-PAD = 16
 #: Coordinates per block of the kernel's work array (a multiple of the vector width; divides PAD).
 BLOCK = 16
 
