@@ -142,12 +142,19 @@ def _axpy_columns(A, coef, count, out):
         for i in range(width):
             out[i] = (((out[i] + a0[i] * c0) + a1[i] * c1) + a2[i] * c2) + a3[i] * c3
         j += 4
-    while j < count:
+    if j + 2 <= count:
+        c0 = coef[j]
+        c1 = coef[j + 1]
+        a0 = A[j]
+        a1 = A[j + 1]
+        for i in range(width):
+            out[i] = (out[i] + a0[i] * c0) + a1[i] * c1
+        j += 2
+    if j < count:
         c0 = coef[j]
         a0 = A[j]
         for i in range(width):
             out[i] += a0[i] * c0
-        j += 1
 
 
 @njit(**JIT_OPTIONS)
