@@ -452,6 +452,19 @@ def _config_lines(config, indent="  "):
     return lines
 
 
+def _theory_lines(result):
+    """Theorem 1/2 checked on a stored result: prediction gap and the paper's normalized distance."""
+    if not hasattr(result, "prediction"):
+        return []
+    try:
+        pred = result.prediction()
+    except ValueError as exc:  # e.g. a zero in Δ∞, or y outside range(X)
+        return [f"theory      : not available ({exc})"]
+    return [f"theory      : prediction gap (Theorem 1/2) {pred.prediction_gap:.3e}; "
+            f"normalized distance to GF(Delta_inf) {pred.normalized_distance:.3e}"
+            + ("" if result.status_name == "converged" else "  (run not converged: gaps include the residual)")]
+
+
 def inspect_lines(path, store=None):
     """Lines describing a store (``dlnm inspect``)."""
     s = store or open_store(path)
@@ -478,6 +491,7 @@ def inspect_lines(path, store=None):
         summary = result.summary() if hasattr(result, "summary") else "\n".join(
             f"{k}: {v}" for k, v in result.to_dict().items() if np.ndim(v) == 0)
         out.extend("  " + line for line in summary.splitlines())
+        out.extend(_theory_lines(result))
     if s._schema:
         out.append(f"recorded    : {s.rows} rows")
         with s._file() as f:

@@ -562,8 +562,11 @@ def test_cli_inspect(layout_store, capsys):
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out
     shape = f"({len(result.trajectory)}, 13)"
-    for text in ("max_steps", "gamma=0.05", "theta", shape, "chunks", "KiB", "train loss", "per row"):
+    for text in ("max_steps", "gamma=0.05", "theta", shape, "chunks", "KiB", "train loss", "per row",
+                 "prediction gap", "normalized distance"):
         assert text in out, text
+    gap = float(out.split("prediction gap (Theorem 1/2) ")[1].split(";")[0])
+    assert gap == pytest.approx(result.prediction_gap, rel=1e-3)
     assert main(["inspect", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["state"] == "complete"
