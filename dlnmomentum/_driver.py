@@ -25,8 +25,16 @@ import numpy as np
 from . import status as st
 
 
-class StopRequested(Exception):
-    """Raised inside the driver when SIGINT/SIGTERM arrived during a chunk."""
+class RunStateMixin:
+    """Checkpoint restore shared by run objects: ``state_arrays()`` names every array of the state."""
+
+    def load_state_arrays(self, arrays):
+        """Copy a checkpoint's arrays into this run's state, in place (shapes must match)."""
+        for name, target in self.state_arrays().items():
+            src = np.asarray(arrays[name])
+            if src.shape != target.shape:
+                raise ValueError(f"checkpoint array {name!r} has shape {src.shape}, expected {target.shape}")
+            target[...] = src
 
 
 @contextlib.contextmanager

@@ -78,7 +78,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._driver import chunk_steps_for, drive
+from ._driver import RunStateMixin, chunk_steps_for, drive
 from ._validate import as_array, as_float, as_int
 from .kernels import flow as K
 from .kernels import mgd as KM
@@ -398,7 +398,7 @@ class FlowResult(ResultMixin):
         return "\n".join(lines)
 
 
-class FlowRun:
+class FlowRun(RunStateMixin):
     """State of one MGF(λ) / gradient-flow run, advanced chunk by chunk (see :mod:`dlnmomentum._driver`).
 
     Follows the protocol of :class:`dlnmomentum.mgd.MGDRun`: ``total`` and ``done`` count grid
@@ -497,13 +497,6 @@ class FlowRun:
         return {"fstate": self.fstate, "istate": self.istate, "counters": self.counters,
                 "log_time": self.log_time, "log_coord": self.log_coord, "log_sign": self.log_sign,
                 "cursor": self.cursor}
-
-    def load_state_arrays(self, arrays):
-        for name, target in self.state_arrays().items():
-            src = np.asarray(arrays[name])
-            if src.shape != target.shape:
-                raise ValueError(f"checkpoint array {name!r} has shape {src.shape}, expected {target.shape}")
-            target[...] = src
 
     # -- result --------------------------------------------------------------
     def finish(self, status, blocks=()):

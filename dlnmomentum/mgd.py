@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import status as st
-from ._driver import chunk_steps_for, drive
+from ._driver import RunStateMixin, chunk_steps_for, drive
 from ._validate import as_array, as_float, as_int
 from .kernels import mgd as K
 from .kernels.rng import _seed_state
@@ -155,7 +155,7 @@ def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, see
     return MGDConfig(gamma, beta, steps, batch_size, bool(replace), seed, tol, gradient)
 
 
-class MGDRun:
+class MGDRun(RunStateMixin):
     """State of one MGD/SMGD run, advanced chunk by chunk (see :mod:`dlnmomentum._driver`).
 
     Besides the driver protocol, a run describes itself for stores:
@@ -233,13 +233,6 @@ class MGDRun:
         """Every array needed to continue this run bit for bit."""
         return {"fstate": self.fstate, "istate": self.istate, "counters": self.counters,
                 "rng_state": self.rng_state, "perm": self.perm, "cursor": self.cursor}
-
-    def load_state_arrays(self, arrays):
-        for name, target in self.state_arrays().items():
-            src = np.asarray(arrays[name])
-            if src.shape != target.shape:
-                raise ValueError(f"checkpoint array {name!r} has shape {src.shape}, expected {target.shape}")
-            target[...] = src
 
     # -- result --------------------------------------------------------------
     def finish(self, status, blocks=()):

@@ -86,6 +86,7 @@ from .mgd import (  # the shared gradient modes, return codes, record layout and
     _axpy_columns,
     _gradient_data,
     _half_mean_square_residual,
+    _record_losses,
 )
 
 # -- classic RK4 Butcher tableau (module-level data, checked by the tests) --------------------------
@@ -614,11 +615,7 @@ def _record_row(X, y, X_test, y_test, Z, theta, step, row, rec_step, rec_vectors
         rec_vectors[row, REC_DELTA, i] = abs(wp * wm)
         rec_vp[row, i] = Z[_at(_Y + V_PLUS, i)]
         rec_vm[row, i] = Z[_at(_Y + V_MINUS, i)]
-    rec_losses[row, 0] = _half_mean_square_residual(X, y, theta[:d])
-    if X_test.shape[0] > 0:
-        rec_losses[row, 1] = _half_mean_square_residual(X_test, y_test, theta[:d])
-    else:
-        rec_losses[row, 1] = np.nan
+    _record_losses(X, y, X_test, y_test, theta[:d], row, rec_losses)
 
 
 @njit(**JIT_OPTIONS)

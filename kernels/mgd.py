@@ -271,6 +271,16 @@ def _log_crossings(old, new, step, count, first, last):
 
 
 @njit(**JIT_OPTIONS)
+def _record_losses(X, y, X_test, y_test, theta, row, rec_losses):
+    """Train and test loss of θ into ``rec_losses[row]`` (NaN test loss without a test set)."""
+    rec_losses[row, 0] = _half_mean_square_residual(X, y, theta)
+    if X_test.shape[0] > 0:
+        rec_losses[row, 1] = _half_mean_square_residual(X_test, y_test, theta)
+    else:
+        rec_losses[row, 1] = np.nan
+
+
+@njit(**JIT_OPTIONS)
 def _record_row(X, y, X_test, y_test, wp, wm, theta, step, row, rec_step, rec_vectors, rec_losses):
     d = rec_vectors.shape[2]
     _theta_from_w(wp, wm, theta)
@@ -280,11 +290,7 @@ def _record_row(X, y, X_test, y_test, wp, wm, theta, step, row, rec_step, rec_ve
         rec_vectors[row, REC_W_PLUS, i] = wp[i]
         rec_vectors[row, REC_W_MINUS, i] = wm[i]
         rec_vectors[row, REC_DELTA, i] = abs(wp[i] * wm[i])
-    rec_losses[row, 0] = _half_mean_square_residual(X, y, theta[:d])
-    if X_test.shape[0] > 0:
-        rec_losses[row, 1] = _half_mean_square_residual(X_test, y_test, theta[:d])
-    else:
-        rec_losses[row, 1] = np.nan
+    _record_losses(X, y, X_test, y_test, theta[:d], row, rec_losses)
 
 
 @njit(**JIT_OPTIONS)
