@@ -76,3 +76,21 @@ def test_prediction_is_lazy_and_cached(fast_problem):
     assert "_prediction" not in res.__dict__
     first = res.prediction()
     assert res.prediction() is first
+
+
+@pytest.mark.parametrize("lam, stays_positive", [(0.02, True), (0.5, False), (2.0, False)])
+def test_theorem_1_prediction_of_converged_flows(fast_problem, lam, stays_positive):
+    """MGF(λ) converges to argmin D_ψΔ∞(θ, θ̃0) over the interpolators, with or without sign crossings."""
+    res = dm.mgf(fast_problem, lam, t_max=5000, alpha=0.1, tol=1e-21)
+    assert res.status_name == "converged" and res.train_loss <= 1e-21
+    assert res.delta_stayed_positive == stays_positive
+    assert res.prediction_gap <= 1e-8
+
+
+def test_gradient_flow_from_sqrt_delta_matches_implicit_bias(fast_problem):
+    """Gradient flow from u0 = √Δ, v0 = 0 (θ0 = 0, Δ conserved) reaches implicit_bias(X, y, Δ)."""
+    d = fast_problem.d
+    res = dm.gf(fast_problem, t_max=20_000, u0=np.full(d, 0.05), v0=np.zeros(d), tol=1e-21)
+    assert res.status_name == "converged"
+    target = theory.implicit_bias(fast_problem.X, fast_problem.y, np.full(d, 0.05**2)).theta
+    assert np.linalg.norm(res.theta - target) / np.linalg.norm(target) < 1e-8
