@@ -83,7 +83,7 @@ from ._validate import as_array, as_float, as_int
 from .kernels import flow as K
 from .kernels import mgd as KM
 from .mgd import _auto_progress, _check_problem, _check_record, initial_weights
-from .results import ResultMixin, Trajectory, readonly, trajectory_from_blocks
+from .results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
 
 __all__ = [
     "DEFAULT_STEP_FRACTION", "DEFAULT_STEP_SCALE", "FlowConfig", "FlowResult", "FlowRun", "RK4_REAL_LIMIT",
@@ -474,10 +474,7 @@ class FlowRun(RunStateMixin):
         return np.asarray(step, dtype=np.float64) * self.config.h
 
     def new_block(self, rows):
-        d = self.problem.d
-        return {"step": np.zeros(rows, dtype=np.int64), "vectors": np.zeros((rows, KM.N_REC_VECTORS, d)),
-                "losses": np.zeros((rows, 2)), "w_plus_dot": np.zeros((rows, d)),
-                "w_minus_dot": np.zeros((rows, d))}
+        return new_record_block(rows, self.problem.d, ("w_plus_dot", "w_minus_dot"))
 
     def advance(self, n_steps, block, offset):
         p, c = self.problem, self.config

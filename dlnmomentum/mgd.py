@@ -17,7 +17,7 @@ from .kernels import mgd as K
 from .kernels.rng import _seed_state
 from .problem import Problem
 from .record import Record
-from .results import ResultMixin, Trajectory, readonly, trajectory_from_blocks
+from .results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
 
 GRADIENT_FORMS = ("auto", "hessian", "data")
 
@@ -213,9 +213,7 @@ class MGDRun(RunStateMixin):
         return np.asarray(step, dtype=np.float64) * self.config.eps
 
     def new_block(self, rows):
-        d = self.problem.d
-        return {"step": np.zeros(rows, dtype=np.int64), "vectors": np.zeros((rows, K.N_REC_VECTORS, d)),
-                "losses": np.zeros((rows, 2))}
+        return new_record_block(rows, self.problem.d)
 
     def advance(self, n_steps, block, offset):
         p, c = self.problem, self.config

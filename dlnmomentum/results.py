@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .kernels.mgd import N_REC_VECTORS
 from .status import STATUS_MESSAGES, status_name
 
 
@@ -44,6 +45,19 @@ class Trajectory:
         return out
 
 
+def new_record_block(rows, d, extra_names=()):
+    """Empty record buffers for ``rows`` rows, in the kernels' layout (read back by :func:`trajectory_from_blocks`).
+
+    ``vectors`` holds θ, w₊, w₋, Δ (axis 1, the kernels' ``REC_*`` order), ``losses`` the train and test loss;
+    each name in ``extra_names`` gets a ``(rows, d)`` array.
+    """
+    block = {"step": np.zeros(rows, dtype=np.int64), "vectors": np.zeros((rows, N_REC_VECTORS, d)),
+             "losses": np.zeros((rows, 2))}
+    for name in extra_names:
+        block[name] = np.zeros((rows, d))
+    return block
+
+
 def trajectory_from_blocks(blocks, d, time_of_step, extra_names=()):
     """Concatenate the driver's record blocks into a :class:`Trajectory`."""
     if blocks:
@@ -53,7 +67,7 @@ def trajectory_from_blocks(blocks, d, time_of_step, extra_names=()):
         extra = {name: readonly(np.concatenate([b[name][:r] for b, r in blocks])) for name in extra_names}
     else:
         step = np.zeros(0, dtype=np.int64)
-        vectors = np.zeros((0, 4, d))
+        vectors = np.zeros((0, N_REC_VECTORS, d))
         losses = np.zeros((0, 2))
         extra = {name: readonly(np.zeros((0, d))) for name in extra_names}
     return Trajectory(
