@@ -11,7 +11,7 @@ Discrete time
 -------------
 A ``(β, γ)`` grid of MGD (or SMGD with ``batch_size``) runs of ``steps`` updates each,
 over ``reps`` data sets, is advanced in lockstep by the compiled kernel
-:func:`dlnmomentum.kernels.sweep._sweep_chunk` (four runs per SIMD group, blocks of groups
+:func:`dlnmomentum.kernels.sweep._sweep_chunk` (eight runs per SIMD group, blocks of groups
 in parallel). Every point is **bit for bit** the result of
 ``dlnmomentum.mgd(problem_r, γ, β, steps=steps, alpha=alpha, batch_size=batch_size,
 replace=replace, seed=seed + r, tol=tol, gradient=gradient)``, whatever the thread count,
@@ -1112,7 +1112,7 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
     gradient : {"auto", "hessian", "data"}
         Full-batch gradient form, as in :func:`dlnmomentum.mgd`.
     block_size : int, optional
-        Runs per parallel block (a multiple of 4; default 16). Never changes a result bit.
+        Runs per parallel block (a multiple of 8, the lanes of a SIMD group; default 8). Never changes a result bit.
     theory : bool
         Also compute ``prediction_gap`` and ``normalized_distance`` (a Newton solve per point).
     theory_tol : float
@@ -1322,7 +1322,7 @@ def register_cli(subparsers):
                    help="continue an interrupted sweep in --store (its stored "
                    "configuration is used); starts it if the file does not exist")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store")
-    p.add_argument("--block-size", type=int, default=None, help="runs per parallel block (multiple of 4)")
+    p.add_argument("--block-size", type=int, default=None, help="runs per parallel block (multiple of 8)")
     p.add_argument("--threads", type=int, default=None, help="number of threads (default: all cores)")
     p.add_argument("--wave-size", type=int, default=None, help="points written to the store together "
                    "(default: about 20 s of work)")

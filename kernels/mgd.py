@@ -34,8 +34,11 @@ and accumulates, per coordinate and without one logarithm per step,
 The gradient :math:`\nabla L(\theta) = X^\top(X\theta - y)/n` is evaluated in the
 Hessian form :math:`H\theta - b` (:math:`H = X^\top X/n`, :math:`b = X^\top y/n`,
 :math:`d^2` work) or the data form (:math:`2nd` work), whichever the caller picks.
-Every sum runs over the column index in increasing order, written as contiguous
-``axpy`` loops, so that the lockstep sweep kernel reproduces the bits exactly.
+Every sum runs over the column index in increasing order, from +0.0, one fused
+multiply-add per term (:func:`.config.fma`), written as contiguous ``axpy``
+loops, so that the lockstep sweep kernel reproduces the bits exactly. The update
+rules use fused multiply-adds where :func:`_propose`, :func:`_accumulate_s` and
+:func:`_accumulate_mirror` say so (same operands, one rounding fewer).
 
 State layout
 ------------
@@ -48,7 +51,7 @@ updates done so far.
 import numpy as np
 from numba import njit
 
-from .config import JIT_OPTIONS, OVERFLOW
+from .config import JIT_OPTIONS, OVERFLOW, fma
 from .rng import _draw_batch
 
 # float state rows
@@ -113,7 +116,7 @@ def _half_mean_square_residual(X, y, theta):
     for m in range(n):
         r = 0.0
         for j in range(d):
-            r += X[m, j] * theta[j]
+            r = fma(X[m, j], theta[j], r)
         r -= y[m]
         total += r * r
     return total / (2.0 * n)
@@ -121,10 +124,11 @@ def _half_mean_square_residual(X, y, theta):
 
 @njit(**JIT_OPTIONS)
 def _axpy_columns(A, coef, count, out):
-    """out[i] = Σ_{j<count} A[j, i]·coef[j], summed over j in increasing order.
+    """out[i] = Σ_{j<count} A[j, i]·coef[j], summed over j in increasing order with fused multiply-adds.
 
-    Four columns per pass keep ``out`` in flight for fewer stores; the
-    parenthesisation keeps the per-element order of the plain loop.
+    ``out[i]`` starts at +0.0 and becomes ``fma(A[j, i], coef[j], out[i])`` for j = 0, 1, ...
+    Four columns per pass keep ``out`` in flight for fewer stores; the nesting
+    keeps the per-element order of the plain loop.
     """
     width = out.shape[0]
     for i in range(width):
@@ -140,7 +144,7 @@ def _axpy_columns(A, coef, count, out):
         a2 = A[j + 2]
         a3 = A[j + 3]
         for i in range(width):
-            out[i] = (((out[i] + a0[i] * c0) + a1[i] * c1) + a2[i] * c2) + a3[i] * c3
+            out[i] = fma(a3[i], c3, fma(a2[i], c2, fma(a1[i], c1, fma(a0[i], c0, out[i]))))
         j += 4
     if j + 2 <= count:
         c0 = coef[j]
@@ -148,13 +152,13 @@ def _axpy_columns(A, coef, count, out):
         a0 = A[j]
         a1 = A[j + 1]
         for i in range(width):
-            out[i] = (out[i] + a0[i] * c0) + a1[i] * c1
+            out[i] = fma(a1[i], c1, fma(a0[i], c0, out[i]))
         j += 2
     if j < count:
         c0 = coef[j]
         a0 = A[j]
         for i in range(width):
-            out[i] += a0[i] * c0
+            out[i] = fma(a0[i], c0, out[i])
 
 
 @njit(**JIT_OPTIONS)
@@ -189,7 +193,7 @@ def _gradient_batch(X, y, batch, theta, d, resid, grad):
         row = batch[q]
         r = 0.0
         for j in range(d):
-            r += X[row, j] * theta[j]
+            r = fma(X[row, j], theta[j], r)
         resid[q] = r - y[row]
     for i in range(width):
         grad[i] = 0.0
@@ -197,7 +201,7 @@ def _gradient_batch(X, y, batch, theta, d, resid, grad):
         xr = X[batch[q]]
         rq = resid[q]
         for i in range(width):
-            grad[i] += xr[i] * rq
+            grad[i] = fma(xr[i], rq, grad[i])
     for i in range(width):
         grad[i] /= nb
 
@@ -206,13 +210,17 @@ def _gradient_batch(X, y, batch, theta, d, resid, grad):
 def _propose(grad, gamma, beta, wp, wp_prev, wm, wm_prev, new_p, new_m, theta_new):
     """The update of eq. (w_mgd) into ``new_*`` and θ of the new iterate into ``theta_new``.
 
+    With ``g = γ∇L`` and ``fma(x, y, z) = x·y + z`` rounded once:
+    ``w₊' = fma(β, w₊ - w₊ᵖ, fma(-g, w₊, w₊))``, ``w₋' = fma(β, w₋ - w₋ᵖ, fma(g, w₋, w₋))``,
+    and ``θ' = (w₊'·w₊' - w₋'·w₋')·¼`` as everywhere else θ is formed from ``w±``.
+
     Returns False if an iterate leaves (-OVERFLOW, OVERFLOW) (NaN included).
     """
     ok = True
     for i in range(grad.shape[0]):
         gg = gamma * grad[i]
-        a = wp[i] - gg * wp[i] + beta * (wp[i] - wp_prev[i])
-        c = wm[i] + gg * wm[i] + beta * (wm[i] - wm_prev[i])
+        a = fma(beta, wp[i] - wp_prev[i], fma(-gg, wp[i], wp[i]))
+        c = fma(beta, wm[i] - wm_prev[i], fma(gg, wm[i], wm[i]))
         new_p[i] = a
         new_m[i] = c
         theta_new[i] = (a * a - c * c) * 0.25
@@ -222,7 +230,7 @@ def _propose(grad, gamma, beta, wp, wp_prev, wm, wm_prev, new_p, new_m, theta_ne
 
 @njit(**JIT_OPTIONS)
 def _accumulate_s(w, w_new, inv_w, beta, total, comp):
-    """A += δ(1/w - β/w_new), δ = w_new - w (Neumaier); ``inv_w`` becomes 1/w_new.
+    """A += δ·fma(-β, 1/w_new, 1/w), δ = w_new - w (Neumaier); ``inv_w`` becomes 1/w_new.
 
     Returns the number of coordinates that changed sign.
     """
@@ -230,7 +238,7 @@ def _accumulate_s(w, w_new, inv_w, beta, total, comp):
     for i in range(w.shape[0]):
         a = w_new[i]
         inv_a = 1.0 / a
-        term = (a - w[i]) * (inv_w[i] - beta * inv_a)
+        term = (a - w[i]) * fma(-beta, inv_a, inv_w[i])
         s = total[i]
         t = s + term
         comp[i] += ((s - t) + term) if abs(s) >= abs(term) else ((term - t) + s)
@@ -242,9 +250,9 @@ def _accumulate_s(w, w_new, inv_w, beta, total, comp):
 
 @njit(**JIT_OPTIONS)
 def _accumulate_mirror(grad, gamma, beta, momentum, total, comp):
-    """M = βM + ∇L; G += γM (Neumaier)."""
+    """M = fma(β, M, ∇L); G += γM (Neumaier)."""
     for i in range(grad.shape[0]):
-        m = beta * momentum[i] + grad[i]
+        m = fma(beta, momentum[i], grad[i])
         momentum[i] = m
         term = gamma * m
         s = total[i]

@@ -14,15 +14,15 @@ kernel; the test-suite checks this.
 
 Layout
 ------
-Lanes come in *groups* of ``LW = 4`` (one AVX2 register of doubles). A group's
+Lanes come in *groups* of ``LW = 8`` (two AVX2 registers of doubles). A group's
 state is one flat float64 array of ``NF`` *frames*, one per coordinate
 (``NF >= d`` and ``>= n`` (residuals), padded to a multiple of ``TILE``); frame
 ``i`` holds ``NSLOT`` *slots* of ``LW`` lanes (``S_*`` below)::
 
     st[i * FR + slot * LW + g]          FR = NSLOT * LW
 
-so that everything one coordinate needs is contiguous (10 cache lines), a slot
-is one vector and the whole group state (~20 KB for d = 30) stays in L1. ``w±``,
+so that everything one coordinate needs is contiguous (20 cache lines, one per
+slot), a slot is one vector and a group's hot state is ~35 KB for d = 30 (L1 and L2). ``w±``,
 ``1/w±`` and θ live in two buffers each (``WPA/WPB``, ``IPA/IPB``, ``THA/THB``, ...) whose
 roles swap every step (no copies): after an even number of steps the current
 values are in ``A``; the update overwrites the previous iterate with the new one.
@@ -42,10 +42,11 @@ lanes compute their minibatch gradient one lane at a time
 (:func:`_minibatch_gradient`) and share the update (:func:`_update_div`).
 
 The vector code is generated directly as LLVM IR (Numba's SLP vectoriser is off
-and its loop vectoriser cannot keep the sums in registers here). It uses plain
+and its loop vectoriser cannot keep the sums in registers here). It uses
 ``fmul``/``fadd``/``fsub``/``fdiv`` without fast-math flags, so nothing is
-contracted into FMAs or re-associated (see :mod:`.config`): every lane performs
-the single-run operations on the same operands, in the same order.
+contracted or re-associated, and ``llvm.fma`` exactly where the single-run kernel
+calls :func:`.config.fma` (see :mod:`.config`): every lane performs the
+single-run operations on the same operands, in the same order.
 
 Rare events leave the hot loop
 ------------------------------
@@ -74,7 +75,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .config import JIT_OPTIONS, OVERFLOW, PARALLEL_JIT_OPTIONS
+from .config import JIT_OPTIONS, OVERFLOW, PARALLEL_JIT_OPTIONS, fma
 from .mgd import (
     CROSS_MINUS,
     CROSS_PLUS,
@@ -100,12 +101,14 @@ from .mgd import (
 )
 from .rng import _draw_batch, _seed_state
 
-#: Lanes per group (doubles per AVX2 register).
-LW = 4
-#: Rows of the register-blocked matrix product; frames are padded to a multiple.
-TILE = 8
-#: Rows whose updates are emitted interleaved (independent dependency chains side by side).
-ROWS_AT_ONCE = 2
+#: Lanes per group: two AVX2 registers of doubles, so that every broadcast element of ``H`` feeds
+#: two vector multiply-adds (the matrix product is then bound by arithmetic, not by loads).
+LW = 8
+#: Rows of the register-blocked matrix product (TILE x LW sums = 12 AVX2 registers); frames are
+#: padded to a multiple, so d = 30 needs no padding row.
+TILE = 6
+#: Rows whose updates are emitted interleaved (more than one spills registers at LW = 8).
+ROWS_AT_ONCE = 1
 
 # slots of a frame
 S_WPA = 0
@@ -164,7 +167,7 @@ def _host_has_avx():
     try:
         import llvmlite.binding as llvm
 
-        return LW == 4 and llvm.get_host_cpu_features().flatten().find("+avx,") >= 0
+        return LW % 4 == 0 and llvm.get_host_cpu_features().flatten().find("+avx,") >= 0
     except Exception:  # pragma: no cover - exotic hosts
         return False
 
@@ -187,6 +190,8 @@ class _VecOps:
         self.b = builder
         self.fabs_fn = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(_VEC, [_VEC]), f"llvm.fabs.v{LW}f64")
+        self.fma_fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_VEC, [_VEC, _VEC, _VEC]), f"llvm.fma.v{LW}f64")
 
     def ptr(self, base, idx):
         return self.b.bitcast(self.b.gep(base, [idx]), _VEC.as_pointer())
@@ -214,6 +219,13 @@ class _VecOps:
     def div(self, x, y):
         return self.b.fdiv(x, y)
 
+    def fma(self, x, y, z):
+        """``x·y + z`` rounded once, lane by lane (``llvm.fma``; the single-run kernels' :func:`.config.fma`)."""
+        return self.b.call(self.fma_fn, [x, y, z])
+
+    def neg(self, x):
+        return self.b.fneg(x)
+
     def abs(self, x):
         return self.b.call(self.fabs_fn, [x])
 
@@ -233,17 +245,29 @@ class _VecOps:
     def min_lt(self, x, y):
         """``x if x < y else y``.
 
-        On x86 with AVX this is ``vminpd`` (MINPD returns its first operand iff it
-        is less than the second: exactly this expression, NaN and signed zeros
-        included). Elsewhere it is a select. (Written as a select on x86, LLVM
-        turns the store of ``select(x < y, x, load(p))`` to ``p`` into a slow
+        On x86 with AVX this is ``vminpd`` on each 4-lane half (MINPD returns its
+        first operand iff it is less than the second: exactly this expression, NaN
+        and signed zeros included). Elsewhere it is a select. (Written as a select on
+        x86, LLVM turns the store of ``select(x < y, x, load(p))`` to ``p`` into a slow
         masked store.)
         """
-        if _X86_MIN:
-            fn = cgutils.get_or_insert_function(self.b.module, ir.FunctionType(_VEC, [_VEC, _VEC]),
-                                                "llvm.x86.avx.min.pd.256")
+        if not _X86_MIN:
+            return self.select(self.lt(x, y), x, y)
+        v4 = ir.VectorType(_F64, 4)
+        fn = cgutils.get_or_insert_function(self.b.module, ir.FunctionType(v4, [v4, v4]), "llvm.x86.avx.min.pd.256")
+        if LW == 4:
             return self.b.call(fn, [x, y])
-        return self.select(self.lt(x, y), x, y)
+        undef = ir.Constant(_VEC, ir.Undefined)
+        parts = []
+        for h in range(LW // 4):
+            half = ir.Constant(ir.VectorType(_I32, 4), list(range(4 * h, 4 * h + 4)))
+            parts.append(self.b.call(fn, [self.b.shuffle_vector(x, undef, half),
+                                          self.b.shuffle_vector(y, undef, half)]))
+        while len(parts) > 1:  # concatenate halves pairwise
+            width = 2 * parts[0].type.count
+            joined = ir.Constant(ir.VectorType(_I32, width), list(range(width)))
+            parts = [self.b.shuffle_vector(parts[k], parts[k + 1], joined) for k in range(0, len(parts), 2)]
+        return parts[0]
 
     def select(self, m, x, y):
         return self.b.select(m, x, y)
@@ -282,9 +306,9 @@ def _is_c_array(t, ndim):
 def _mv_tile(typingctx, A, st, r0, K, vb, vs, ob, os):
     """``st[ob + (r0+k)·os + g] = Σ_{c<K} A[r0+k, c]·st[vb + c·vs + g]`` for k < TILE, g < LW.
 
-    Each output starts at +0.0 and adds the products for c = 0, 1, ..., K-1 in
-    this order (``((0 + A[r,0]v_0) + A[r,1]v_1) + ...``), the per-element order of
-    the single-run ``_axpy_columns``; the TILE x LW partial sums stay in registers.
+    Each output starts at +0.0 and takes ``acc = fma(A[r, c], v_c, acc)`` for c = 0, 1, ..., K-1
+    in this order, the per-element operations of the single-run ``_axpy_columns``; the
+    TILE x LW partial sums stay in registers.
     ``A`` must be C-contiguous with at least ``r0 + TILE`` rows.
     """
     if not (_is_c_array(A, 2) and _is_c_array(st, 1)):
@@ -304,7 +328,7 @@ def _mv_tile(typingctx, A, st, r0, K, vb, vs, ob, os):
             t = v.load(sdata, builder.add(vb_, builder.mul(c, vs_)))
             for k in range(TILE):
                 h = v.splat(builder.load(builder.gep(rows[k], [c])))
-                builder.store(v.add(builder.load(accs[k]), v.mul(h, t)), accs[k])
+                builder.store(v.fma(h, t, builder.load(accs[k])), accs[k])
         for k in range(TILE):
             idx = builder.add(ob_, builder.mul(builder.add(r0_, _c64(k)), os_))
             v.store(builder.load(accs[k]), sdata, idx)
@@ -374,10 +398,11 @@ def _emit_row_update(builder, v, s, bases, grads, gam, bet, off, bad_acc, chg_ac
     wpp = m.load(s, at(off.wpn))
     wm = m.load(s, at(off.wmc))
     wmp = m.load(s, at(off.wmn))
-    # eq. (w_mgd): w+ - γ∇L w+ + β(w+ - w+prev), w- + γ∇L w- + β(w- - w-prev)
+    # eq. (w_mgd) as the single-run _propose writes it:
+    # w+' = fma(β, w+ - w+prev, fma(-γ∇L, w+, w+)), w-' = fma(β, w- - w-prev, fma(γ∇L, w-, w-))
     gg = m.mul(gam, grads)
-    a = m.add(m.sub(wp, m.mul(gg, wp)), m.mul(bet, m.sub(wp, wpp)))
-    c = m.add(m.add(wm, m.mul(gg, wm)), m.mul(bet, m.sub(wm, wmp)))
+    a = m.fma(bet, m.sub(wp, wpp), m.fma(m.neg(gg), wp, wp))
+    c = m.fma(bet, m.sub(wm, wmp), m.fma(gg, wm, wm))
     inv_a = m.div(one, a)
     inv_c = m.div(one, c)
     a2 = m.mul(a, a)
@@ -391,20 +416,21 @@ def _emit_row_update(builder, v, s, bases, grads, gam, bet, off, bad_acc, chg_ac
         builder.store(builder.or_(builder.load(bad_acc), bad), bad_acc)
         changed = v.widen(v.le(v.min_lt(v.mul(a[r], wp[r]), v.mul(c[r], wm[r])), zero))
         builder.store(builder.or_(builder.load(chg_acc), changed), chg_acc)
-    # mirror variable: M = βM + ∇L, G += γM (Neumaier)
-    mom = m.add(m.mul(bet, m.load(s, slot(S_MOM))), grads)
+    # mirror variable: M = fma(β, M, ∇L), G += γM (Neumaier)
+    mom = m.fma(bet, m.load(s, slot(S_MOM)), grads)
     mir, mirc = m.neumaier(m.load(s, slot(S_MIR)), m.load(s, slot(S_MIRC)), m.mul(gam, mom))
     md = m.min_lt(m.abs(m.mul(a, c)), m.load(s, slot(S_MIND)))
     for value, where in ((a, at(off.wpn)), (c, at(off.wmn)), (theta, at(off.thn)), (mom, slot(S_MOM)),
                          (mir, slot(S_MIR)), (mirc, slot(S_MIRC)), (md, slot(S_MIND))):
         m.store(value, s, where)
     # Lemma 4 sums, one step late: the term of the previous update (w_prev -> w),
-    # A += δ(1/w_prev - β/w), δ = w - w_prev (Neumaier), from stored w and 1/w: the
-    # same operands as in the single-run kernel, off the chain of the division.
+    # A += δ·fma(-β, 1/w, 1/w_prev), δ = w - w_prev (Neumaier), from stored w and 1/w:
+    # the same operands as in the single-run kernel, off the chain of the division.
     with builder.if_then(builder.icmp_signed("!=", off.pending, _c64(0)), likely=True):
-        term = m.mul(m.sub(wp, wpp), m.sub(m.load(s, at(off.ipn)), m.mul(bet, m.load(s, at(off.ipc)))))
+        nbet = m.neg(bet)
+        term = m.mul(m.sub(wp, wpp), m.fma(nbet, m.load(s, at(off.ipc)), m.load(s, at(off.ipn))))
         sp, cp = m.neumaier(m.load(s, slot(S_SP)), m.load(s, slot(S_CP)), term)
-        term = m.mul(m.sub(wm, wmp), m.sub(m.load(s, at(off.imn)), m.mul(bet, m.load(s, at(off.imc)))))
+        term = m.mul(m.sub(wm, wmp), m.fma(nbet, m.load(s, at(off.imc)), m.load(s, at(off.imn))))
         sm, cm = m.neumaier(m.load(s, slot(S_SM)), m.load(s, slot(S_CM)), term)
         for value, where in ((sp, slot(S_SP)), (cp, slot(S_CP)), (sm, slot(S_SM)), (cm, slot(S_CM))):
             m.store(value, s, where)
@@ -491,7 +517,7 @@ def _make_step_update(form):
                     t = v.load(s, builder.add(vb_, builder.mul(c, _c64(FR))))
                     for k in range(TILE):
                         h = v.splat(builder.load(builder.gep(rows[k], [c])))
-                        builder.store(v.add(builder.load(accs[k]), v.mul(h, t)), accs[k])
+                        builder.store(v.fma(h, t, builder.load(accs[k])), accs[k])
                 for k in range(TILE):
                     builder.store(builder.load(accs[k]), builder.gep(sums, [_c64(k)]))
                 nrows = builder.sub(d_, r0)
@@ -644,7 +670,7 @@ def _flush_lemma4(st, base, beta, wc, wp, ic, ip, s_sum, s_comp):
     """The pending Lemma 4 term of the last update, as the single-run ``_accumulate_s`` adds it."""
     a = st[base + wc * LW]
     w = st[base + wp * LW]
-    term = (a - w) * (st[base + ip * LW] - beta * st[base + ic * LW])
+    term = (a - w) * fma(-beta, st[base + ic * LW], st[base + ip * LW])
     return _neumaier(st[base + s_sum * LW], st[base + s_comp * LW], term)
 
 
@@ -742,12 +768,12 @@ def _minibatch_gradient(X, y, st, d, th, g, rng, perm, replace, batch, resid):
         row = batch[q]
         r = 0.0
         for j in range(d):
-            r += X[row, j] * st[j * FR + th * LW + g]
+            r = fma(X[row, j], st[j * FR + th * LW + g], r)
         resid[q] = r - y[row]
     for i in range(d):
         acc = 0.0
         for q in range(nb):
-            acc += X[batch[q], i] * resid[q]
+            acc = fma(X[batch[q], i], resid[q], acc)
         st[i * FR + S_GR * LW + g] = acc
 
 

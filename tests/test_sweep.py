@@ -133,9 +133,9 @@ def test_thread_count_and_block_size_do_not_change_bits(problem):
     threads = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
-        base = sweep(problem, block_size=4, **grid)
+        base = sweep(problem, block_size=8, **grid)
         numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        for block_size in (4, 8, 12, 64):
+        for block_size in (8, 16, 24, 64):
             _assert_sweeps_equal(base, sweep(problem, block_size=block_size, **grid))
         _assert_sweeps_equal(base, sweep(problem, block_size=8, wave_size=5, **grid))
     finally:
@@ -145,8 +145,8 @@ def test_thread_count_and_block_size_do_not_change_bits(problem):
 
 def test_diverging_point_does_not_affect_its_group(problem):
     steps = 2000
-    calm = sweep(problem, gammas=[0.01, 0.02, 0.03], betas=[0.5], steps=steps, block_size=4)
-    mixed = sweep(problem, gammas=[0.01, 0.02, 0.03, 5.0], betas=[0.5], steps=steps, block_size=4)
+    calm = sweep(problem, gammas=[0.01, 0.02, 0.03], betas=[0.5], steps=steps, block_size=8)
+    mixed = sweep(problem, gammas=[0.01, 0.02, 0.03, 5.0], betas=[0.5], steps=steps, block_size=8)
     assert mixed.status[0, 0, 3] == dm.DIVERGED and mixed.steps_done[0, 0, 3] < 20
     for name in sweep_module.FIELDS:
         assert _same(calm[name], mixed[name][:, :, :3]), name
@@ -355,8 +355,8 @@ def test_kill_and_resume_cli(tmp_path):
 
 def test_sigterm_stops_between_chunks_and_keeps_store_consistent(tmp_path):
     path = str(tmp_path / "t.h5")
-    args = ["--gammas", "1e-3:1e-2:4:log", "--betas", "0,0.5", "--steps", "3000000", "--n-test", "50",
-            "--wave-size", "4", "--block-size", "4", "--no-progress", "--log"]
+    args = ["--gammas", "1e-3:1e-2:4:log", "--betas", "0,0.3,0.5,0.7", "--steps", "1500000", "--n-test", "50",
+            "--wave-size", "8", "--block-size", "8", "--no-progress", "--log"]
     proc = subprocess.Popen(_cli("sweep", *args, "--store", path), stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
