@@ -5,6 +5,8 @@ run-step is 2d² = 1,800 flops, at the dgemm peak measured in the same session) 
 throughput of the single-run kernel called point by point. Memory does not grow with the
 number of steps.
 
+The last benchmark times a λ line of flows (lockstep groups) against ``mgf`` point by point.
+
 Run: ``python -m pytest benchmarks/bench_sweep.py --benchmark-only -s``
 """
 
@@ -112,3 +114,36 @@ def test_memory_does_not_grow_with_steps(benchmark, problem):
     print(f"\npeak traced memory, 64 points: {small / 1e6:.2f} MB (1e3 steps), "
           f"{large / 1e6:.2f} MB (5e4 steps)")
     assert large <= 1.1 * small + 100_000
+
+
+FLOW_LAMS = np.geomspace(0.01, 1.0, 64)
+FLOW_T_MAX = 200.0
+
+
+def test_flow_sweep_lockstep(benchmark, problem, machine):
+    """λ line of 64 MGF runs (default steps and start refinement) in lockstep groups vs ``mgf`` point by point.
+
+    No target in the issue; reported, and the lockstep sweep must not be slower than running the
+    points one after the other on one core.
+    """
+    from dlnmomentum.flow import mgf
+
+    sweep(problem, lams=FLOW_LAMS[:2], t_max=2.0)
+    result = benchmark.pedantic(lambda: sweep(problem, lams=FLOW_LAMS, t_max=FLOW_T_MAX), rounds=3, iterations=1)
+    assert result.complete
+    sweep_s = benchmark.stats.stats.min
+    mgf(problem, 0.1, t_max=2.0)
+    single_s = np.inf
+    for _ in range(2):
+        t0 = time.perf_counter()
+        for lam in FLOW_LAMS:
+            mgf(problem, float(lam), t_max=FLOW_T_MAX)
+        single_s = min(single_s, time.perf_counter() - t0)
+    grid_steps = int(result.steps_done.sum())
+    benchmark.extra_info.update(machine=machine, threads=numba.get_num_threads(), sweep_seconds=sweep_s,
+                                point_by_point_seconds=single_s, speedup=single_s / sweep_s,
+                                grid_steps=grid_steps)
+    print(f"\nflow sweep, 64 lambdas to t = {FLOW_T_MAX:g} ({grid_steps} grid steps): lockstep {sweep_s:.3f} s "
+          f"({numba.get_num_threads()} threads), mgf point by point {single_s:.3f} s: "
+          f"{single_s / sweep_s:.2f}x  [{machine}]")
+    assert sweep_s <= single_s

@@ -27,9 +27,12 @@ Continuous time
 ---------------
 ``lams=[...]`` sweeps MGF(λ) (λ = 0 is gradient flow) up to ``t_max``: every point is
 ``dlnmomentum.mgf(problem_r, λ, t_max=t_max, alpha=alpha, tol=tol, gradient=gradient)``
-(its own default RK4 step): the single-run flow kernel (compiled ``nogil``) runs the
-points in parallel from a pool of ``numba.get_num_threads()`` threads (not in SIMD
-lockstep). ``s_plus``/``s_minus`` are then the integrals :math:`I_\pm` of Theorem 1.
+(its own default RK4 step and start refinement), bit for bit. The points of a data set
+advance in lockstep groups of up to eight (:func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk`,
+groups in parallel): one RK4 step of every lane at a time, each lane with its own step
+size, the gradients of all lanes of a stage in one register-blocked product; points with
+similar numbers of steps share a group. ``s_plus``/``s_minus`` are then the integrals
+:math:`I_\pm` of Theorem 1.
 
 Fields
 ------
@@ -723,7 +726,7 @@ class _LockstepEngine:
 
 
 class _FlowEngine:
-    """Runs waves of flow points: the single-run RK4 kernel for every point in a ``prange`` loop."""
+    """Runs waves of flow points in lockstep groups (:func:`_flow_batch`)."""
 
     def __init__(self, plan, block_size):
         self.plan = plan
@@ -756,7 +759,8 @@ class _FlowEngine:
 
     def run_wave(self, points, flag, bar):
         runs = [self.run_for(p) for p in points]
-        statuses = _flow_batch(runs, flag, bar, self)
+        reps = [int(np.unravel_index(p, self.plan.shape)[0]) for p in points]
+        statuses = _flow_batch(runs, reps, flag, bar, self)
         if statuses is None:
             return None
         return runs, statuses
@@ -772,62 +776,120 @@ class _FlowEngine:
         return results
 
 
-def _flow_batch(runs, flag, bar, engine):
-    """Advance every run to its end; returns public statuses, or None if interrupted (``flag``).
+def _flow_groups(runs, reps, threads, lanes):
+    """Lanes of the lockstep groups: lists of run indices, one data set per group.
 
-    The runs' own kernel, :func:`dlnmomentum.kernels.flow._flow_advance` (compiled ``nogil``),
-    is called from a pool of ``numba.get_num_threads()`` threads, each call on one run's own
-    arrays; a run is chunked like :func:`dlnmomentum._driver.drive` chunks it, which never
-    changes a bit, so every point is exactly ``dlnmomentum.mgf``.
+    Within a data set the runs are sorted by their number of RK4 steps (start refinement
+    included) so that a group's lanes finish together; small sets are spread over at
+    least ``threads`` groups so that every thread has work.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    groups = []
+    for rep in sorted(set(reps)):
+        members = [i for i in range(len(runs)) if reps[i] == rep]
+        members.sort(key=lambda i: -(runs[i].total + runs[i].config.start_steps
+                                     * (runs[i].config.start_substeps - 1)))
+        count = max(math.ceil(len(members) / lanes), min(len(members), threads))
+        size = math.ceil(len(members) / count)
+        groups += [(rep, members[k:k + size]) for k in range(0, len(members), size)]
+    return groups
 
+
+def _flow_batch(runs, reps, flag, bar, engine):
+    """Advance every run to its end in lockstep groups; returns public statuses, or None if interrupted.
+
+    :func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk` advances groups of up to
+    ``LANES`` runs on one data set stage by stage (gradients of all lanes at once), groups in
+    parallel, chunk by chunk; every lane is bit for bit the single-run kernel, so every point
+    is exactly ``dlnmomentum.mgf``. The runs' state arrays are updated at the end.
+    """
     from .kernels import flow as KF
+    from .kernels import flow_sweep as KFS
 
-    n = len(runs)
-    codes = np.zeros(n, dtype=np.int64)
-    finished = np.zeros(n, dtype=bool)
-    frac = 1.0 / 64
-    empty = {}
-
-    def advance(i, quota):
-        run = runs[i]
-        block = empty.get(i)
-        if block is None:
-            block = empty[i] = run.new_block(0)
-        before = run.done
-        codes[i] = run.advance(int(quota), block, int(run.cursor[0]))
-        return run.done - before
-
-    with ThreadPoolExecutor(max_workers=max(1, _threads())) as pool:
-        while True:
-            todo = [i for i in range(n) if not finished[i]]
-            quota = {i: max(1, min(runs[i].total - runs[i].done,
-                                   math.ceil(runs[i].total * frac))) for i in todo}
-            t0 = time.perf_counter()
-            advanced = sum(pool.map(advance, todo, [quota[i] for i in todo]))
-            elapsed = time.perf_counter() - t0
-            if bar is not None:
-                bar.update(advanced)
-            if advanced and elapsed > 0.01:
-                engine.seconds_per_step = elapsed * max(1, _threads()) / advanced
-                frac = min(1.0, frac * max(0.25, min(4.0, CHUNK_SECONDS / elapsed)))
-            else:
-                frac = min(1.0, frac * 4)
-            for i in todo:
-                finished[i] = codes[i] != KF.RUNNING or runs[i].done >= runs[i].total
-            if finished.all():
-                break
-            if flag["signum"] is not None:
-                return None
-    statuses = []
-    for i in range(n):
-        if codes[i] == KF.CONVERGED:
-            statuses.append(st.CONVERGED)
-        elif codes[i] == KF.DIVERGED:
-            statuses.append(st.DIVERGED)
-        else:
-            statuses.append(st.MAX_STEPS)
+    modes = {run.mode for run in runs}
+    if len(modes) != 1:
+        raise RuntimeError("a flow sweep needs one gradient form for all points")
+    groups = _flow_groups(runs, reps, max(1, _threads()), KFS.LANES)
+    used = sorted({rep for rep, _ in groups})
+    slot = {rep: k for k, rep in enumerate(used)}
+    p0 = runs[0].problem
+    X0 = p0.padded[0]
+    n, dp = X0.shape
+    nt, dpt = KFS.padded_rows(n, dp)
+    Xs = np.zeros((len(used), nt, dp))
+    XTs = np.zeros((len(used), dpt, n))
+    Hs = np.zeros((len(used), dpt, dp))
+    ys = np.zeros((len(used), n))
+    bs = np.zeros((len(used), dp))
+    for rep, k in slot.items():
+        i = next(i for i in range(len(runs)) if reps[i] == rep)
+        X, XT, H, b = runs[i].problem.padded
+        Xs[k, :n], XTs[k, :dp], Hs[k, :dp], ys[k], bs[k] = X, XT, H, runs[i].problem.y, b
+    ng = len(groups)
+    nl = ng * KFS.LANES
+    lane_of = np.full(nl, -1, dtype=np.int64)
+    group_rep = np.zeros(ng, dtype=np.int64)
+    for q, (rep, members) in enumerate(groups):
+        group_rep[q] = slot[rep]
+        lane_of[q * KFS.LANES:q * KFS.LANES + len(members)] = members
+    r0 = runs[0]
+    F = np.zeros((nl,) + r0.fstate.shape)
+    I = np.zeros((nl,) + r0.istate.shape, dtype=np.int64)  # noqa: E741 - the kernel's name
+    C = np.zeros((nl,) + r0.counters.shape, dtype=np.int64)
+    cap = max(run.log_time.shape[0] for run in runs)
+    LOG_T = np.full((nl, cap), np.nan)
+    LOG_C = np.full((nl, cap), -1, dtype=np.int64)
+    LOG_S = np.zeros((nl, cap), dtype=np.int64)
+    lams, hs, tols = np.zeros(nl), np.ones(nl), np.full(nl, -1.0)
+    n_fines, m_fines = np.zeros(nl, dtype=np.int64), np.ones(nl, dtype=np.int64)
+    totals = np.zeros(nl, dtype=np.int64)
+    live = np.zeros(nl, dtype=np.bool_)
+    codes = np.zeros(nl, dtype=np.int64)
+    for k in range(nl):
+        i = lane_of[k]
+        if i < 0:
+            continue
+        run, c = runs[i], runs[i].config
+        if run.log_time.shape[0] != cap:
+            raise RuntimeError("a flow sweep needs one crossing-log capacity for all points")
+        F[k], I[k], C[k] = run.fstate, run.istate, run.counters
+        LOG_T[k], LOG_C[k], LOG_S[k] = run.log_time, run.log_coord, run.log_sign
+        lams[k], hs[k], tols[k] = c.lam, c.h, (-1.0 if c.tol is None else c.tol)
+        n_fines[k], m_fines[k], totals[k] = c.start_steps, c.start_substeps, c.n_steps
+        live[k] = run.done < run.total
+    mode = modes.pop()
+    chunk = 64
+    interrupted = False
+    while live.any():
+        before = int(C[live, KF.STEPS_DONE].sum())
+        t0 = time.perf_counter()
+        KFS._flow_sweep_chunk(Xs, XTs, ys, Hs, bs, group_rep, mode, lams, hs, tols, n_fines, m_fines, totals,
+                              live, F, I, C, LOG_T, LOG_C, LOG_S, codes, chunk)
+        elapsed = time.perf_counter() - t0
+        advanced = int(C[live, KF.STEPS_DONE].sum()) - before
+        if bar is not None:
+            bar.update(advanced)
+        if advanced and elapsed > 0.01:
+            engine.seconds_per_step = elapsed * max(1, _threads()) / advanced
+        chunk = int(min(max(16, chunk * max(0.25, min(4.0, CHUNK_SECONDS / max(elapsed, 1e-9)))), 1 << 24))
+        live &= (codes == KF.RUNNING) & (C[:, KF.STEPS_DONE] < totals)
+        if live.any() and flag["signum"] is not None:
+            interrupted = True
+            break
+    for k in range(nl):  # the runs' own arrays (a later wave or a store sees them)
+        i = lane_of[k]
+        if i >= 0:
+            run = runs[i]
+            run.fstate[...], run.istate[...], run.counters[...] = F[k], I[k], C[k]
+            run.log_time[...], run.log_coord[...], run.log_sign[...] = LOG_T[k], LOG_C[k], LOG_S[k]
+    if interrupted:
+        return None
+    statuses = [st.MAX_STEPS] * len(runs)
+    for k in range(nl):
+        i = lane_of[k]
+        if i >= 0 and codes[k] == KF.CONVERGED:
+            statuses[i] = st.CONVERGED
+        elif i >= 0 and codes[k] == KF.DIVERGED:
+            statuses[i] = st.DIVERGED
     return statuses
 
 

@@ -171,6 +171,57 @@ def test_flow_sweep_points_equal_mgf(problem):
     assert _same(sw.lam[0], lams)
 
 
+def _flow_runs(problems, specs, **kw):
+    from dlnmomentum.flow import prepare_flow
+
+    runs = []
+    for p in problems:
+        for lam, extra in specs:
+            run = prepare_flow(p, lam, **{**kw, **extra.get("args", {})})
+            if "diverge" in extra:  # far outside the stability region, in the refined start or after it
+                fine = extra["diverge"] == "fine"
+                run.config = run.config._replace(h=5.0, n_steps=20, start_steps=3 if fine else 0,
+                                                 start_substeps=4 if fine else 1)
+                run.total = 20
+            runs.append(run)
+    return runs
+
+
+@pytest.mark.parametrize("gradient", ["hessian", "data"])
+def test_flow_lockstep_lanes_equal_single_runs_state_for_state(gradient):
+    """Every array of every lane (state, crossing counts and log, counters) is the single run's, bit for bit."""
+    from dlnmomentum.kernels import flow as KF
+
+    problems = [dm.sparse_regression(**SPEC, seed=s) for s in (5, 6)]
+    specs = [(0.0, {}), (0.05, {}), (0.4, {}), (2.0, {}), (0.1, {"args": {"tol": 0.03}}),
+             (0.3, {"args": {"refine_start": None}}), (1.0, {"args": {"h": 0.3}}),
+             (0.3, {"args": {"u0": np.full(30, 1.0)}, "diverge": "coarse"}),
+             (0.3, {"args": {"u0": np.full(30, 1.0)}, "diverge": "fine"}), (0.2, {})]
+    kw = {"t_max": 25.0, "gradient": gradient}
+    lockstep = _flow_runs(problems, specs, **kw)
+    reps = [r for r in range(len(problems)) for _ in specs]
+
+    class _Engine:
+        seconds_per_step = None
+
+    flag = {"signum": None}
+    statuses = sweep_module._flow_batch(lockstep, reps, flag, None, _Engine())
+    codes = {KF.RUNNING: dm.MAX_STEPS, KF.CONVERGED: dm.CONVERGED, KF.DIVERGED: dm.DIVERGED}
+    seen = set()
+    for run, got, status in zip(_flow_runs(problems, specs, **kw), lockstep, statuses, strict=True):
+        block = run.new_block(0)
+        code = KF.RUNNING
+        while code == KF.RUNNING and run.done < run.total:  # the single run, in uneven chunks
+            code = run.advance(min(37, run.total - run.done), block, 0)
+        assert codes[code] == status
+        seen.add(status)
+        for name, want in run.state_arrays().items():
+            if name != "cursor":
+                assert _same(getattr(got, name), want), name
+    assert seen == {dm.MAX_STEPS, dm.CONVERGED, dm.DIVERGED}
+    assert any(run.counters[KF.N_CROSSINGS] > 0 for run in lockstep)
+
+
 # -- the paper's λ collapse ---------------------------------------------------------------------
 
 def test_lambda_collapse_ratio():

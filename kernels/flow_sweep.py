@@ -1,0 +1,335 @@
+r"""Lockstep RK4: many MGF(λ) / gradient-flow runs on the same data, advanced stage by stage together.
+
+What it computes
+----------------
+Every *lane* is one run of :func:`dlnmomentum.kernels.flow._flow_advance` with its
+own λ, grid step ``h``, start refinement ``(n_fine, m_fine)``, tolerance and
+length: the same RK4 stages, integrals, crossing search, convergence and
+divergence tests, in the same order on the same operands, so every lane is
+**bitwise equal** to the single-run kernel (the test-suite checks this, crossings,
+divergence and convergence included). Lanes do not record trajectories (a sweep
+keeps final states).
+
+How the lanes share the work
+----------------------------
+One lockstep iteration is one RK4 step (of size ``h`` or ``h/m_fine``) of every
+active lane. Its four gradient evaluations are done for all lanes at once: the
+stage inputs θ of the ``LANES`` lanes are gathered lane-innermost and multiplied by
+``H`` (or ``X`` and ``Xᵀ``) with the register-blocked product of the MGD sweep
+(:func:`.sweep._mv_tile`: ``TILE x LW`` sums in registers, one broadcast of a
+matrix element feeding all lanes, fused multiply-adds over the column in
+increasing order from +0.0, which is exactly the single run's ``_axpy_columns``).
+A single run's gradient is a chain of dependent multiply-adds along the column;
+across lanes these chains are independent, which is what the SIMD units and the
+out-of-order core need. The element-wise RK4 passes are the single-run functions
+applied to each lane's own work array (they already vectorise along the
+coordinates). A lane whose run has ended (converged, diverged, end of its grid or
+of the chunk's budget) is skipped; the others go on.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from .config import JIT_OPTIONS, PARALLEL_JIT_OPTIONS
+from .flow import (
+    _A_SUB,
+    _B,
+    _N,
+    _NR,
+    _VALID_M,
+    _VALID_P,
+    BLOCK,
+    CONVERGED,
+    CROSS_MINUS,
+    CROSS_PLUS,
+    DIVERGED,
+    FIRST_CROSS_MINUS,
+    FIRST_CROSS_PLUS,
+    LAST_CROSS_MINUS,
+    LAST_CROSS_PLUS,
+    MODE_DATA,
+    RUNNING,
+    STEPS_DONE,
+    V_MINUS,
+    V_PLUS,
+    W_MINUS,
+    W_PLUS,
+    _accept_step,
+    _at,
+    _begin_step,
+    _gf_final,
+    _gf_stage,
+    _gf_velocity,
+    _gradient,
+    _half_mean_square_residual,
+    _load_work,
+    _mgf_final,
+    _mgf_stage,
+    _scan_crossings,
+    _store_work,
+)
+from .sweep import LW, TILE, _mv_tile
+
+#: Runs per lockstep group (the lanes of the MGD sweep's register-blocked product).
+LANES = LW
+
+#: Lanes left in a group below which gradients are computed lane by lane (see :func:`_lane_gradients`).
+SOLO_LANES = 2
+
+# lane phases
+_ACTIVE = 0
+_STOPPED = 1
+
+
+def padded_rows(n, dp):
+    """Rows of the zero-padded matrices of a group: ``X`` (rows ``nt`` x dp), ``Xᵀ`` and ``H``
+    (rows ``dpt`` x n and x dp): n and the padded width dp rounded up to a multiple of ``TILE``
+    (the tiles of :func:`.sweep._mv_tile`). Returns ``(nt, dpt)``."""
+    return -(-n // TILE) * TILE, -(-dp // TILE) * TILE
+
+
+@njit(**JIT_OPTIONS)
+def _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid, loss, need, buf):
+    """``grad[g] = ∇L(theta[g])`` (and ``loss[g]`` in the data form) for every lane with ``need[g]``.
+
+    Bitwise the single-run :func:`.flow._gradient`: the products are fused multiply-adds
+    over the column in increasing order from +0.0 (:func:`.sweep._mv_tile` on lane-innermost
+    copies in ``buf``: input vectors in its first half, products in its second); then
+    ``- b`` (Hessian form) or the residuals, the loss and ``/ n`` (data form), element by
+    element as there. With at most ``SOLO_LANES`` lanes left the single-run function itself is
+    called for each (on ``Xu``, ``XTu``, ``Hu``: the same products, cheaper than a full group).
+    """
+    L = theta.shape[0]
+    dp = theta.shape[1]
+    out = buf.shape[0] // 2
+    count = 0
+    for g in range(L):
+        count += need[g]
+    if count <= SOLO_LANES:
+        for g in range(L):
+            if need[g]:
+                loss[g] = _gradient(Xu, XTu, y, Hu, b, mode, theta[g], d, resid[g], grad[g])
+        return
+    for g in range(L):
+        for c in range(dp):
+            buf[c * LW + g] = theta[g, c] if need[g] else 0.0
+    if mode == MODE_DATA:
+        for r0 in range(0, X.shape[0], TILE):  # Xθ
+            _mv_tile(X, buf, r0, d, 0, LW, out, LW)
+        for g in range(L):
+            if not need[g]:
+                continue
+            total = 0.0
+            for m in range(n):
+                r = buf[out + m * LW + g] - y[m]
+                resid[g, m] = r
+                total += r * r
+            loss[g] = total / (2.0 * n)
+        for g in range(L):
+            for m in range(n):
+                buf[m * LW + g] = resid[g, m] if need[g] else 0.0
+        for r0 in range(0, XT.shape[0], TILE):  # Xᵀr
+            _mv_tile(XT, buf, r0, n, 0, LW, out, LW)
+        for g in range(L):
+            if need[g]:
+                for i in range(dp):
+                    grad[g, i] = buf[out + i * LW + g] / n
+    else:
+        for r0 in range(0, H.shape[0], TILE):  # Hθ
+            _mv_tile(H, buf, r0, d, 0, LW, out, LW)
+        for g in range(L):
+            if need[g]:
+                for i in range(dp):
+                    grad[g, i] = buf[out + i * LW + g] - b[i]
+                loss[g] = -1.0
+
+
+@njit(**JIT_OPTIONS)
+def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, live,
+                F, I, C, LOG_T, LOG_C, LOG_S, codes, n_steps):
+    """Advance the lanes of one group (``live[g]``) by at most ``n_steps`` grid steps each, in place.
+
+    Lane g is the single-run call ``_flow_advance(..., lams[g], hs[g], mode, tols[g],
+    n_fines[g], m_fines[g], F[g], I[g], C[g], min(n_steps, totals[g] - done), logs...)``
+    without recording; ``codes[g]`` receives its return code.
+    """
+    L = lams.shape[0]
+    n = y.shape[0]
+    d = F.shape[2]
+    dp = b.shape[0]
+    nblk = dp // BLOCK
+    # the single-run functions get the single run's arrays: X (n, dp), Xᵀ (dp, n), H (dp, dp)
+    Xu = X[:n]
+    XTu = XT[:dp]
+    Hu = H[:dp]
+    zlen = nblk * _NR * BLOCK
+    Z = np.zeros((L, zlen))
+    saved = np.zeros((L, zlen))
+    theta = np.zeros((L, dp))
+    grad = np.zeros((L, dp))
+    resid = np.zeros((L, max(n, 1)))
+    vnew_p = np.zeros((L, dp))
+    vnew_m = np.zeros((L, dp))
+    roots = np.zeros(6)
+    loss = np.zeros(L)
+    rows = max(H.shape[0], X.shape[0], XT.shape[0], dp, n)
+    buf = np.zeros(2 * rows * LW)
+    need = np.zeros(L, dtype=np.bool_)
+    gf = np.zeros(L, dtype=np.bool_)
+    inv_lam = np.zeros(L)
+    step = np.zeros(L, dtype=np.int64)
+    stop = np.zeros(L, dtype=np.int64)
+    sub = np.zeros(L, dtype=np.int64)
+    phase = np.full(L, _STOPPED, dtype=np.int64)
+    active = 0
+    for g in range(L):
+        if not live[g]:
+            continue
+        Z[g] = _load_work(F[g], I[g], nblk)
+        gf[g] = not (lams[g] > 0.0)
+        inv_lam[g] = 0.0 if gf[g] else 1.0 / lams[g]
+        step[g] = C[g, STEPS_DONE]
+        stop[g] = min(step[g] + n_steps, max(totals[g], step[g]))
+        codes[g] = RUNNING
+        phase[g] = _ACTIVE
+        active += 1
+        _begin_step(Z[g], theta[g], nblk)
+    b0, b1, b2, b3 = _B
+    while active > 0:
+        # the gradient at the current point of every active lane (before each RK4 step)
+        for g in range(L):
+            need[g] = phase[g] == _ACTIVE
+        _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid, loss, need, buf)
+        for g in range(L):
+            if phase[g] != _ACTIVE:
+                continue
+            if gf[g]:
+                _gf_velocity(Z[g], grad[g], nblk)
+            if sub[g] > 0:
+                continue  # inside a refined grid step: no grid-point tests
+            if step[g] >= stop[g]:
+                phase[g] = _STOPPED
+                active -= 1
+                continue
+            if tols[g] >= 0.0:
+                lg = loss[g]
+                if mode != MODE_DATA:
+                    for i in range(d):
+                        vnew_p[g, i] = theta[g, i]
+                    lg = _half_mean_square_residual(Xu, y, vnew_p[g, :d])
+                if lg <= tols[g]:
+                    codes[g] = CONVERGED
+                    phase[g] = _STOPPED
+                    active -= 1
+                    continue
+            if not (step[g] >= n_fines[g] or m_fines[g] == 1):
+                saved[g] = Z[g]
+        if active == 0:
+            break
+        for g in range(L):
+            need[g] = phase[g] == _ACTIVE
+        # one RK4 step of every active lane: stages lane by lane, gradients for all lanes at once
+        for s in range(3):
+            hb = b0 if s == 0 else (b1 if s == 1 else b2)
+            for g in range(L):
+                if phase[g] != _ACTIVE:
+                    continue
+                hsz = _step_size(hs[g], n_fines[g], m_fines[g], step[g])
+                ha = hsz * _A_SUB[s]
+                if gf[g]:
+                    _gf_stage(Z[g], grad[g], theta[g], nblk, hb, ha)
+                else:
+                    _mgf_stage(Z[g], grad[g], theta[g], nblk, inv_lam[g], hb, ha)
+            _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid, loss, need, buf)
+        for g in range(L):
+            if phase[g] != _ACTIVE:
+                continue
+            fine = not (step[g] >= n_fines[g] or m_fines[g] == 1)
+            hsz = _step_size(hs[g], n_fines[g], m_fines[g], step[g])
+            t0 = step[g] * hs[g] + sub[g] * hsz if fine else step[g] * hs[g]
+            diverged = _finish_step(Xu, XTu, y, Hu, b, mode, gf[g], inv_lam[g], b3, hsz, t0, Z[g], theta[g],
+                                    grad[g], resid[g], d, nblk, vnew_p[g], vnew_m[g], roots, I[g], F[g], C[g],
+                                    LOG_T[g], LOG_C[g], LOG_S[g])
+            if diverged:
+                if fine:
+                    Z[g] = saved[g]
+                    _begin_step(Z[g], theta[g], nblk)
+                codes[g] = DIVERGED
+                phase[g] = _STOPPED
+                active -= 1
+                continue
+            if fine:
+                sub[g] += 1
+                if sub[g] == m_fines[g]:
+                    sub[g] = 0
+                    step[g] += 1
+            else:
+                step[g] += 1
+    for g in range(L):
+        if live[g]:
+            _store_work(Z[g], F[g], I[g])
+            C[g, STEPS_DONE] = step[g]
+
+
+@njit(**JIT_OPTIONS)
+def _step_size(h, n_fine, m_fine, step):
+    """The RK4 step of grid step ``step``: ``h / m_fine`` during the start refinement, else ``h``."""
+    if step >= n_fine or m_fine == 1:
+        return h
+    return h / m_fine
+
+
+@njit(**JIT_OPTIONS)
+def _finish_step(X, XT, y, H, b, mode, gf, inv_lam, b3, hs, t0, Z, theta, grad, resid, d, nblk,
+                 vnew_p, vnew_m, roots, istate, fstate, counters, log_time, log_coord, log_sign):
+    """The last stage and the end of :func:`.flow._rk4_step` for one lane (same calls, same order)."""
+    if gf:
+        flags, bad = _gf_final(Z, grad, nblk, b3, hs)
+    else:
+        flags, bad = _mgf_final(Z, grad, nblk, inv_lam, b3, hs)
+    if bad:
+        _begin_step(Z, theta, nblk)
+        return True
+    if flags:
+        dp = theta.shape[0]
+        if gf:
+            for i in range(dp):
+                wp = Z[_at(_N + W_PLUS, i)]
+                wm = Z[_at(_N + W_MINUS, i)]
+                theta[i] = (wp * wp - wm * wm) * 0.25
+            _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
+            for i in range(dp):
+                vnew_p[i] = -grad[i] * Z[_at(_N + W_PLUS, i)]
+                vnew_m[i] = grad[i] * Z[_at(_N + W_MINUS, i)]
+        else:
+            for i in range(dp):
+                vnew_p[i] = Z[_at(_N + V_PLUS, i)]
+                vnew_m[i] = Z[_at(_N + V_MINUS, i)]
+        _scan_crossings(Z, W_PLUS, V_PLUS, _VALID_P, vnew_p, hs, t0, 1, istate[CROSS_PLUS],
+                        fstate[FIRST_CROSS_PLUS], fstate[LAST_CROSS_PLUS], counters,
+                        log_time, log_coord, log_sign, roots, not gf)
+        _scan_crossings(Z, W_MINUS, V_MINUS, _VALID_M, vnew_m, hs, t0, -1, istate[CROSS_MINUS],
+                        fstate[FIRST_CROSS_MINUS], fstate[LAST_CROSS_MINUS], counters,
+                        log_time, log_coord, log_sign, roots, not gf)
+    _accept_step(Z, theta, nblk)
+    return False
+
+
+@njit(**PARALLEL_JIT_OPTIONS)
+def _flow_sweep_chunk(Xs, XTs, ys, Hs, bs, group_rep, mode, lams, hs, tols, n_fines, m_fines, totals, live,
+                      F, I, C, LOG_T, LOG_C, LOG_S, codes, n_steps):
+    """Advance every group of ``LANES`` lanes by at most ``n_steps`` grid steps, groups in parallel.
+
+    Lane ``q·LANES + g`` of the flat per-lane arrays belongs to group q, which runs on
+    data set ``group_rep[q]`` (stacked, zero-padded: ``Xs`` rows a multiple of TILE,
+    ``Hs`` and ``XTs`` rows ``dp``, see :func:`padded_rows`). A group's lanes are
+    advanced by :func:`_flow_group`; no memory is written by two threads.
+    """
+    ngroups = group_rep.shape[0]
+    for q in prange(ngroups):
+        r = group_rep[q]
+        lo = q * LANES
+        hi = lo + LANES
+        _flow_group(Xs[r], XTs[r], ys[r], Hs[r], bs[r], mode, lams[lo:hi], hs[lo:hi], tols[lo:hi],
+                    n_fines[lo:hi], m_fines[lo:hi], totals[lo:hi], live[lo:hi], F[lo:hi], I[lo:hi], C[lo:hi],
+                    LOG_T[lo:hi], LOG_C[lo:hi], LOG_S[lo:hi], codes[lo:hi], n_steps)
