@@ -356,3 +356,24 @@ def test_fastmath_policy_is_strict():
 
     assert config.FASTMATH is False
     assert K._mgd_advance.targetoptions["fastmath"] is False
+
+
+def test_config_fma_rounds_once():
+    """The kernels' ``fma`` is a true fused multiply-add (one rounding), scalar and inside a vectorised loop."""
+    from numba import njit
+
+    from dlnmomentum.kernels.config import JIT_OPTIONS, fma
+
+    @njit(**dict(JIT_OPTIONS, cache=False))
+    def fused(a, b, c, out):
+        for i in range(out.shape[0]):
+            out[i] = fma(a[i], b[i], c[i])
+
+    eps = 2.0**-30
+    a = np.full(37, 1.0 + eps)
+    b = np.full(37, 1.0 - eps)
+    c = np.full(37, -1.0)
+    out = np.empty(37)
+    fused(a, b, c, out)
+    assert (a * b + c == 0.0).all()  # (1 - 2^-60) rounds to 1 before the addition
+    assert (out == -(2.0**-60)).all()
