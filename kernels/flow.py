@@ -638,7 +638,6 @@ def _rk4_step(X, XT, y, H, b, mode, gf, inv_lam, hs, t0, Z, theta, grad, resid, 
         _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
         _gf_stage(Z, grad, theta, nblk, b2, ha3)
         _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
-        flags, bad = _gf_final(Z, grad, nblk, b3, hs)
     else:
         _mgf_stage(Z, grad, theta, nblk, inv_lam, b0, ha1)
         _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
@@ -646,6 +645,18 @@ def _rk4_step(X, XT, y, H, b, mode, gf, inv_lam, hs, t0, Z, theta, grad, resid, 
         _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
         _mgf_stage(Z, grad, theta, nblk, inv_lam, b2, ha3)
         _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
+    return _finish_step(X, XT, y, H, b, mode, gf, inv_lam, b3, hs, t0, Z, theta, grad, resid, d, nblk,
+                        vnew_p, vnew_m, roots, istate, fstate, counters, log_time, log_coord, log_sign)
+
+
+@njit(**JIT_OPTIONS)
+def _finish_step(X, XT, y, H, b, mode, gf, inv_lam, b3, hs, t0, Z, theta, grad, resid, d, nblk,
+                 vnew_p, vnew_m, roots, istate, fstate, counters, log_time, log_coord, log_sign):
+    """The last stage of an RK4 step (``grad`` holds the third stage's gradient), the crossing
+    search and the acceptance of the new point; returns True (Y unchanged) if the step overflows."""
+    if gf:
+        flags, bad = _gf_final(Z, grad, nblk, b3, hs)
+    else:
         flags, bad = _mgf_final(Z, grad, nblk, inv_lam, b3, hs)
     if bad:
         _begin_step(Z, theta, nblk)

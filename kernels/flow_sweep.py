@@ -34,38 +34,21 @@ from .config import JIT_OPTIONS, PARALLEL_JIT_OPTIONS
 from .flow import (
     _A_SUB,
     _B,
-    _N,
     _NR,
-    _VALID_M,
-    _VALID_P,
     BLOCK,
     CONVERGED,
-    CROSS_MINUS,
-    CROSS_PLUS,
     DIVERGED,
-    FIRST_CROSS_MINUS,
-    FIRST_CROSS_PLUS,
-    LAST_CROSS_MINUS,
-    LAST_CROSS_PLUS,
     MODE_DATA,
     RUNNING,
     STEPS_DONE,
-    V_MINUS,
-    V_PLUS,
-    W_MINUS,
-    W_PLUS,
-    _accept_step,
-    _at,
     _begin_step,
-    _gf_final,
+    _finish_step,
     _gf_stage,
     _gf_velocity,
     _gradient,
     _half_mean_square_residual,
     _load_work,
-    _mgf_final,
     _mgf_stage,
-    _scan_crossings,
     _store_work,
 )
 from .sweep import LW, TILE, _mv_tile
@@ -277,42 +260,6 @@ def _step_size(h, n_fine, m_fine, step):
     if step >= n_fine or m_fine == 1:
         return h
     return h / m_fine
-
-
-@njit(**JIT_OPTIONS)
-def _finish_step(X, XT, y, H, b, mode, gf, inv_lam, b3, hs, t0, Z, theta, grad, resid, d, nblk,
-                 vnew_p, vnew_m, roots, istate, fstate, counters, log_time, log_coord, log_sign):
-    """The last stage and the end of :func:`.flow._rk4_step` for one lane (same calls, same order)."""
-    if gf:
-        flags, bad = _gf_final(Z, grad, nblk, b3, hs)
-    else:
-        flags, bad = _mgf_final(Z, grad, nblk, inv_lam, b3, hs)
-    if bad:
-        _begin_step(Z, theta, nblk)
-        return True
-    if flags:
-        dp = theta.shape[0]
-        if gf:
-            for i in range(dp):
-                wp = Z[_at(_N + W_PLUS, i)]
-                wm = Z[_at(_N + W_MINUS, i)]
-                theta[i] = (wp * wp - wm * wm) * 0.25
-            _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
-            for i in range(dp):
-                vnew_p[i] = -grad[i] * Z[_at(_N + W_PLUS, i)]
-                vnew_m[i] = grad[i] * Z[_at(_N + W_MINUS, i)]
-        else:
-            for i in range(dp):
-                vnew_p[i] = Z[_at(_N + V_PLUS, i)]
-                vnew_m[i] = Z[_at(_N + V_MINUS, i)]
-        _scan_crossings(Z, W_PLUS, V_PLUS, _VALID_P, vnew_p, hs, t0, 1, istate[CROSS_PLUS],
-                        fstate[FIRST_CROSS_PLUS], fstate[LAST_CROSS_PLUS], counters,
-                        log_time, log_coord, log_sign, roots, not gf)
-        _scan_crossings(Z, W_MINUS, V_MINUS, _VALID_M, vnew_m, hs, t0, -1, istate[CROSS_MINUS],
-                        fstate[FIRST_CROSS_MINUS], fstate[LAST_CROSS_MINUS], counters,
-                        log_time, log_coord, log_sign, roots, not gf)
-    _accept_step(Z, theta, nblk)
-    return False
 
 
 @njit(**PARALLEL_JIT_OPTIONS)
