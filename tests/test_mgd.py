@@ -377,3 +377,26 @@ def test_config_fma_rounds_once():
     fused(a, b, c, out)
     assert (a * b + c == 0.0).all()  # (1 - 2^-60) rounds to 1 before the addition
     assert (out == -(2.0**-60)).all()
+
+
+def test_in_tree_numba_cache_is_dropped_when_any_kernel_source_changes(tmp_path):
+    from dlnmomentum.kernels import drop_stale_caches
+
+    (tmp_path / "mgd.py").write_text("x = 1\n")
+    (tmp_path / "flow.py").write_text("y = 2\n")
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+
+    def fill():
+        for name in ("flow._f-1.py311.nbi", "flow._f-1.py311.1.nbc", "flow.cpython-311.pyc"):
+            (cache / name).write_text("cached")
+
+    fill()
+    assert drop_stale_caches(str(tmp_path))  # no stamp yet: dropped
+    assert sorted(p.name for p in cache.iterdir()) == ["flow.cpython-311.pyc", "kernels-sources.sha256"]
+    fill()
+    assert not drop_stale_caches(str(tmp_path))  # sources unchanged: kept
+    assert (cache / "flow._f-1.py311.nbi").exists()
+    (tmp_path / "mgd.py").write_text("x = 3\n")  # an edit of another module
+    assert drop_stale_caches(str(tmp_path))
+    assert not (cache / "flow._f-1.py311.nbi").exists() and not (cache / "flow._f-1.py311.1.nbc").exists()
