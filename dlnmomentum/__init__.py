@@ -17,7 +17,7 @@ from .status import CONVERGED, DIVERGED, INTERRUPTED, MAX_STEPS, RUNNING, STATUS
 from .store import StoreError, open_store, resume
 from .sweep import Sweep, open_sweep, parse_grid, resume_sweep, sweep  # the function shadows the module name, like mgd
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STATUS_MESSAGES",
