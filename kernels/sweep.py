@@ -371,14 +371,14 @@ class _Lanes:
         return apply
 
 
-def _emit_row_update(builder, v, s, bases, grads, gam, bet, off, bad_acc, chg_acc):
+def _emit_row_update(builder, v, s, bases, grads, gam, bet, off, size_acc, sign_acc):
     """The single-run step of coordinates ``bases`` (frame offsets) for LW lanes, given their gradients.
 
     Reads each frame, writes the new iterate over the previous one (``off.wpn``/``off.wmn``),
-    θ of the new iterate into ``off.thn`` and every accumulator in place; ORs into
-    ``bad_acc`` every lane whose proposal may have overflowed and into ``chg_acc`` every
-    lane that may have changed sign (both are supersets: the caller checks the flagged
-    lanes exactly). ``bases``/``grads`` are lists (rows updated together, code interleaved).
+    θ of the new iterate into ``off.thn`` and every accumulator in place. Per lane it adds
+    ``w₊'² + w₋'²`` of each row to ``size_acc`` and takes into ``sign_acc`` the minimum of
+    ``min(w₊'·w₊, w₋'·w₋)`` over the rows; :func:`_flags` turns them into lane masks.
+    ``bases``/``grads`` are lists (rows updated together, code interleaved).
 
     The Lemma 4 sums lag one update behind (see :func:`_flush_lemma4`): the term of
     this update needs ``1/w_new``, a division whose latency would otherwise sit in the
@@ -386,7 +386,7 @@ def _emit_row_update(builder, v, s, bases, grads, gam, bet, off, bad_acc, chg_ac
     """
     R = len(bases)
     m = _Lanes(v, R)
-    zero, one, quarter, bound2 = _vconst(0.0), _vconst(1.0), _vconst(0.25), _vconst(OVERFLOW * OVERFLOW)
+    one, quarter = _vconst(1.0), _vconst(0.25)
 
     def at(o):
         return [builder.add(b, o) for b in bases]
@@ -408,14 +408,10 @@ def _emit_row_update(builder, v, s, bases, grads, gam, bet, off, bad_acc, chg_ac
     a2 = m.mul(a, a)
     c2 = m.mul(c, c)
     theta = m.mul(m.sub(a2, c2), quarter)
-    # Conservative filters, re-checked exactly by the caller for the lanes they flag:
-    # |a| >= B or |c| >= B or NaN  implies  not (a² + c² < fl(B²))  (rounding is monotone);
-    # a sign change (or an exact zero, or an underflow) implies min(a·w+, c·w-) <= 0.
+    # Conservative lane filters, turned into masks once per step by _flags (see there).
     for r in range(R):
-        bad = v.widen(v.nlt(v.add(a2[r], c2[r]), bound2))
-        builder.store(builder.or_(builder.load(bad_acc), bad), bad_acc)
-        changed = v.widen(v.le(v.min_lt(v.mul(a[r], wp[r]), v.mul(c[r], wm[r])), zero))
-        builder.store(builder.or_(builder.load(chg_acc), changed), chg_acc)
+        builder.store(v.add(builder.load(size_acc), v.add(a2[r], c2[r])), size_acc)
+        builder.store(v.min_lt(v.min_lt(v.mul(a[r], wp[r]), v.mul(c[r], wm[r])), builder.load(sign_acc)), sign_acc)
     # mirror variable: M = fma(β, M, ∇L), G += γM (Neumaier)
     mom = m.fma(bet, m.load(s, slot(S_MOM)), grads)
     mir, mirc = m.neumaier(m.load(s, slot(S_MIR)), m.load(s, slot(S_MIRC)), m.mul(gam, mom))
@@ -445,7 +441,7 @@ def _finish_gradient(builder, v, form, acc, bdata, row, scale_v):
     return v.div(acc, scale_v)
 
 
-def _emit_rows(builder, v, s, sums, r0, nrows, form, bdata, scale_v, gam, bet, off, bad_acc, chg_acc):
+def _emit_rows(builder, v, s, sums, r0, nrows, form, bdata, scale_v, gam, bet, off, size_acc, sign_acc):
     """Update rows ``r0 .. r0+nrows-1`` from the column sums ``sums[k]``, ``ROWS_AT_ONCE`` at a time."""
 
     def rows(first, count):
@@ -454,7 +450,7 @@ def _emit_rows(builder, v, s, sums, r0, nrows, form, bdata, scale_v, gam, bet, o
         grads = [_finish_gradient(builder, v, form, builder.load(builder.gep(sums, [k])), bdata, r, scale_v)
                  for k, r in zip(idx, rws, strict=True)]
         _emit_row_update(builder, v, s, [builder.mul(r, _c64(FR)) for r in rws], grads, gam, bet, off,
-                         bad_acc, chg_acc)
+                         size_acc, sign_acc)
 
     groups = builder.sdiv(nrows, _c64(ROWS_AT_ONCE))
     with cgutils.for_range(builder, groups) as loop:
@@ -463,9 +459,24 @@ def _emit_rows(builder, v, s, sums, r0, nrows, form, bdata, scale_v, gam, bet, o
         rows(builder.add(builder.mul(groups, _c64(ROWS_AT_ONCE)), loop.index), 1)
 
 
-def _flags(builder, v, bad_acc, chg_acc):
-    bad = v.mask_bits(builder.load(bad_acc))
-    chg = v.mask_bits(builder.load(chg_acc))
+def _filter_accumulators(builder):
+    """(size_acc, sign_acc) of a step: the sum of ``w₊'² + w₋'²`` over rows (from 0) and the minimum
+    of ``min(w₊'·w₊, w₋'·w₋)`` over rows (from +inf), per lane."""
+    return (cgutils.alloca_once_value(builder, _vconst(0.0)),
+            cgutils.alloca_once_value(builder, _vconst(float("inf"))))
+
+
+def _flags(builder, v, size_acc, sign_acc):
+    """``bad | (changed << LW)`` lane masks from the filter accumulators of a step.
+
+    Supersets, checked exactly by the caller for the lanes they flag: a row with |w₊'| >= B or
+    |w₋'| >= B or NaN makes the sum of the nonnegative ``w₊'² + w₋'²`` NaN or >= fl(B²)
+    (rounding is monotone), so ``not (sum < fl(B²))``; a sign change (or an exact zero, or an
+    underflow) makes its row's ``min(w₊'·w₊, w₋'·w₋) <= 0`` and so the minimum over rows (a NaN
+    product is a NaN or infinite iterate, which the first mask flags).
+    """
+    bad = v.mask_bits(v.widen(v.nlt(builder.load(size_acc), _vconst(OVERFLOW * OVERFLOW))))
+    chg = v.mask_bits(v.widen(v.le(builder.load(sign_acc), _vconst(0.0))))
     return builder.or_(bad, builder.shl(chg, _c64(LW)))
 
 
@@ -501,8 +512,7 @@ def _make_step_update(form):
             gam = v.load(lane_ptr, _c64(LP_GAMMA * LW))
             bet = v.load(lane_ptr, _c64(LP_BETA * LW))
             scale_v = v.splat(scale_)
-            bad_acc = cgutils.alloca_once_value(builder, ir.Constant(_IVEC, [0] * LW))
-            chg_acc = cgutils.alloca_once_value(builder, ir.Constant(_IVEC, [0] * LW))
+            size_acc, sign_acc = _filter_accumulators(builder)
             accs = [cgutils.alloca_once(builder, _VEC) for _ in range(TILE)]
             sums = cgutils.alloca_once(builder, _VEC, size=TILE)
             ntiles = builder.sdiv(builder.add(d_, _c64(TILE - 1)), _c64(TILE))
@@ -522,9 +532,9 @@ def _make_step_update(form):
                     builder.store(builder.load(accs[k]), builder.gep(sums, [_c64(k)]))
                 nrows = builder.sub(d_, r0)
                 nrows = builder.select(builder.icmp_signed("<", nrows, _c64(TILE)), nrows, _c64(TILE))
-                _emit_rows(builder, v, s, sums, r0, nrows, form, bdata, scale_v, gam, bet, off, bad_acc,
-                           chg_acc)
-            return _flags(builder, v, bad_acc, chg_acc)
+                _emit_rows(builder, v, s, sums, r0, nrows, form, bdata, scale_v, gam, bet, off, size_acc,
+                           sign_acc)
+            return _flags(builder, v, size_acc, sign_acc)
 
         return sig, codegen
 
@@ -550,14 +560,13 @@ def _make_update(form):
             gam = v.load(lane_ptr, _c64(LP_GAMMA * LW))
             bet = v.load(lane_ptr, _c64(LP_BETA * LW))
             scale_v = v.splat(scale_)
-            bad_acc = cgutils.alloca_once_value(builder, ir.Constant(_IVEC, [0] * LW))
-            chg_acc = cgutils.alloca_once_value(builder, ir.Constant(_IVEC, [0] * LW))
+            size_acc, sign_acc = _filter_accumulators(builder)
             with cgutils.for_range(builder, d_) as loop:
                 base = builder.mul(loop.index, _c64(FR))
                 acc = v.load(s, builder.add(base, _c64(S_GR * LW)))
                 grad = _finish_gradient(builder, v, form, acc, bdata, loop.index, scale_v)
-                _emit_row_update(builder, v, s, [base], [grad], gam, bet, off, bad_acc, chg_acc)
-            return _flags(builder, v, bad_acc, chg_acc)
+                _emit_row_update(builder, v, s, [base], [grad], gam, bet, off, size_acc, sign_acc)
+            return _flags(builder, v, size_acc, sign_acc)
 
         return sig, codegen
 
