@@ -31,15 +31,16 @@ One step of a group is one call of :func:`_step_update_sub` (Hessian form) or
 :func:`_step_update_div` (data form): for each tile of ``TILE`` rows the gradient
 is a register-blocked product of ``TILE`` rows of ``H`` (or ``Xᵀ``) with the
 ``LW`` lanes of θ (or of the residuals, :func:`_residual_loss`), summed over the
-column in increasing order from +0.0; the ``TILE x LW`` sums then feed the fused
-update of those rows (:func:`_emit_row_update`: the iterate, θ, ``1/w``, the two
-compensated Lemma 4 sums, the momentum and the compensated mirror sum, min Δ),
-two rows at a time. The Lemma 4 term of an update needs ``1/w_new``; it is added
-one step late, from the stored ``w`` and ``1/w`` (two buffers each), which takes
-the division off the longest dependency chain of a row without changing an
-operand; exporting a lane adds the pending term (:func:`_flush_lemma4`). SMGD
-lanes compute their minibatch gradient one lane at a time
-(:func:`_minibatch_gradient`) and share the update (:func:`_update_div`).
+column in increasing order from +0.0 with fused multiply-adds; the ``TILE x LW``
+sums then feed the fused update of those rows (:func:`_emit_row_update`: the
+iterate, θ, ``1/w``, the two compensated Lemma 4 sums, the momentum and the
+compensated mirror sum, min Δ), ``ROWS_AT_ONCE`` rows at a time. The Lemma 4
+term of an update needs ``1/w_new``; it is added one step late, from the stored
+``w`` and ``1/w`` (two buffers each), which takes the division off the longest
+dependency chain of a row without changing an operand; exporting a lane adds the
+pending term (:func:`_flush_lemma4`). SMGD lanes compute their minibatch gradient
+one lane at a time (:func:`_minibatch_gradient`) and share the update
+(:func:`_update_div`).
 
 The vector code is generated directly as LLVM IR (Numba's SLP vectoriser is off
 and its loop vectoriser cannot keep the sums in registers here). It uses
@@ -50,8 +51,9 @@ single-run operations on the same operands, in the same order.
 
 Rare events leave the hot loop
 ------------------------------
-The fused pass returns two 4-bit lane masks from cheap conservative tests: lanes
-that may have changed sign and lanes whose proposal may have overflowed. The
+The fused pass returns two ``LW``-bit lane masks from cheap conservative tests
+(:func:`_flags`): lanes that may have changed sign and lanes whose proposal may
+have overflowed. The
 flagged lanes are then checked with the single-run tests; sign changes are
 logged exactly (count, first and last step). A lane that diverged has already
 overwritten its accumulators with the rejected update, so it is *parked* and,
