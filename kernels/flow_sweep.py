@@ -163,6 +163,8 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
     step = np.zeros(L, dtype=np.int64)
     stop = np.zeros(L, dtype=np.int64)
     sub = np.zeros(L, dtype=np.int64)
+    fine = np.zeros(L, dtype=np.bool_)  # inside the start refinement this step
+    hstep = np.zeros(L)                  # this RK4 step: h, or h / m_fine during the refinement
     phase = np.full(L, _STOPPED, dtype=np.int64)
     active = 0
     for g in range(L):
@@ -211,14 +213,15 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
             break
         for g in range(L):
             need[g] = phase[g] == _ACTIVE
+            fine[g] = not (step[g] >= n_fines[g] or m_fines[g] == 1)
+            hstep[g] = hs[g] / m_fines[g] if fine[g] else hs[g]
         # one RK4 step of every active lane: stages lane by lane, gradients for all lanes at once
         for s in range(3):
             hb = b0 if s == 0 else (b1 if s == 1 else b2)
             for g in range(L):
                 if phase[g] != _ACTIVE:
                     continue
-                hsz = _step_size(hs[g], n_fines[g], m_fines[g], step[g])
-                ha = hsz * _A_SUB[s]
+                ha = hstep[g] * _A_SUB[s]
                 if gf[g]:
                     _gf_stage(Z[g], grad[g], theta[g], nblk, hb, ha)
                 else:
@@ -227,21 +230,19 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
         for g in range(L):
             if phase[g] != _ACTIVE:
                 continue
-            fine = not (step[g] >= n_fines[g] or m_fines[g] == 1)
-            hsz = _step_size(hs[g], n_fines[g], m_fines[g], step[g])
-            t0 = step[g] * hs[g] + sub[g] * hsz if fine else step[g] * hs[g]
-            diverged = _finish_step(Xu, XTu, y, Hu, b, mode, gf[g], inv_lam[g], b3, hsz, t0, Z[g], theta[g],
+            t0 = step[g] * hs[g] + sub[g] * hstep[g] if fine[g] else step[g] * hs[g]
+            diverged = _finish_step(Xu, XTu, y, Hu, b, mode, gf[g], inv_lam[g], b3, hstep[g], t0, Z[g], theta[g],
                                     grad[g], resid[g], d, nblk, vnew_p[g], vnew_m[g], roots, I[g], F[g], C[g],
                                     LOG_T[g], LOG_C[g], LOG_S[g])
             if diverged:
-                if fine:
+                if fine[g]:
                     Z[g] = saved[g]
                     _begin_step(Z[g], theta[g], nblk)
                 codes[g] = DIVERGED
                 phase[g] = _STOPPED
                 active -= 1
                 continue
-            if fine:
+            if fine[g]:
                 sub[g] += 1
                 if sub[g] == m_fines[g]:
                     sub[g] = 0
@@ -252,14 +253,6 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
         if live[g]:
             _store_work(Z[g], F[g], I[g])
             C[g, STEPS_DONE] = step[g]
-
-
-@njit(**JIT_OPTIONS)
-def _step_size(h, n_fine, m_fine, step):
-    """The RK4 step of grid step ``step``: ``h / m_fine`` during the start refinement, else ``h``."""
-    if step >= n_fine or m_fine == 1:
-        return h
-    return h / m_fine
 
 
 @njit(**PARALLEL_JIT_OPTIONS)

@@ -304,6 +304,20 @@ def _is_c_array(t, ndim):
     return isinstance(t, types.Array) and t.ndim == ndim and t.layout == "C" and t.dtype == types.float64
 
 
+def _emit_tile_sums(builder, v, a_data, ncol, r0, K, sdata, vb, vs, accs):
+    """``accs[k] = Σ_{c<K} A[r0+k, c]·st[vb + c·vs + g]`` (k < TILE): from +0.0, ``acc = fma(A[r, c], v_c, acc)``
+    for c = 0, 1, ..., K-1 in this order, the per-element operations of the single-run ``_axpy_columns``."""
+    rows = [builder.gep(a_data, [builder.mul(builder.add(r0, _c64(k)), ncol)]) for k in range(TILE)]
+    for acc in accs:
+        builder.store(_vconst(0.0), acc)
+    with cgutils.for_range(builder, K) as loop:
+        c = loop.index
+        t = v.load(sdata, builder.add(vb, builder.mul(c, vs)))
+        for k in range(TILE):
+            h = v.splat(builder.load(builder.gep(rows[k], [c])))
+            builder.store(v.fma(h, t, builder.load(accs[k])), accs[k])
+
+
 @intrinsic
 def _mv_tile(typingctx, A, st, r0, K, vb, vs, ob, os):
     """``st[ob + (r0+k)·os + g] = Σ_{c<K} A[r0+k, c]·st[vb + c·vs + g]`` for k < TILE, g < LW.
@@ -323,14 +337,8 @@ def _mv_tile(typingctx, A, st, r0, K, vb, vs, ob, os):
         a_arr = context.make_array(signature.args[0])(context, builder, a_val)
         ncol = cgutils.unpack_tuple(builder, a_arr.shape, 2)[1]
         sdata = _data_ptr(context, builder, signature.args[1], st_val)
-        rows = [builder.gep(a_arr.data, [builder.mul(builder.add(r0_, _c64(k)), ncol)]) for k in range(TILE)]
-        accs = [cgutils.alloca_once_value(builder, _vconst(0.0)) for _ in range(TILE)]
-        with cgutils.for_range(builder, k_) as loop:
-            c = loop.index
-            t = v.load(sdata, builder.add(vb_, builder.mul(c, vs_)))
-            for k in range(TILE):
-                h = v.splat(builder.load(builder.gep(rows[k], [c])))
-                builder.store(v.fma(h, t, builder.load(accs[k])), accs[k])
+        accs = [cgutils.alloca_once(builder, _VEC) for _ in range(TILE)]
+        _emit_tile_sums(builder, v, a_arr.data, ncol, r0_, k_, sdata, vb_, vs_, accs)
         for k in range(TILE):
             idx = builder.add(ob_, builder.mul(builder.add(r0_, _c64(k)), os_))
             v.store(builder.load(accs[k]), sdata, idx)
@@ -520,16 +528,7 @@ def _make_step_update(form):
             ntiles = builder.sdiv(builder.add(d_, _c64(TILE - 1)), _c64(TILE))
             with cgutils.for_range(builder, ntiles) as tiles:
                 r0 = builder.mul(tiles.index, _c64(TILE))
-                rows = [builder.gep(a_arr.data, [builder.mul(builder.add(r0, _c64(k)),
-                                                             ncol)]) for k in range(TILE)]
-                for acc in accs:
-                    builder.store(_vconst(0.0), acc)
-                with cgutils.for_range(builder, k_) as loop:
-                    c = loop.index
-                    t = v.load(s, builder.add(vb_, builder.mul(c, _c64(FR))))
-                    for k in range(TILE):
-                        h = v.splat(builder.load(builder.gep(rows[k], [c])))
-                        builder.store(v.fma(h, t, builder.load(accs[k])), accs[k])
+                _emit_tile_sums(builder, v, a_arr.data, ncol, r0, k_, s, vb_, _c64(FR), accs)
                 for k in range(TILE):
                     builder.store(builder.load(accs[k]), builder.gep(sums, [_c64(k)]))
                 nrows = builder.sub(d_, r0)
