@@ -79,7 +79,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._driver import RunStateMixin, chunk_steps_for, drive
-from ._validate import as_array, as_float, as_int
+from .validate import as_array, as_float, as_int
 from .kernels import flow as K
 from .kernels import mgd as KM
 from .mgd import _auto_progress, _check_problem, _check_record, initial_weights

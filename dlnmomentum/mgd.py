@@ -12,7 +12,7 @@ import numpy as np
 
 from . import status as st
 from ._driver import RunStateMixin, chunk_steps_for, drive
-from ._validate import as_array, as_float, as_int
+from .validate import as_array, as_float, as_int
 from .kernels import mgd as K
 from .kernels.rng import _seed_state
 from .problem import Problem

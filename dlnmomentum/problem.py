@@ -6,7 +6,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ._validate import as_array, as_float, as_int
+from .validate import as_array, as_float, as_int
 
 
 def _frozen(arr):

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import as_float, as_int
+from .validate import as_float, as_int
 
 #: Names of the recorded fields, in the order of the kernels' buffers.
 VECTOR_FIELDS = ("theta", "w_plus", "w_minus", "delta")

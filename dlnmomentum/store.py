@@ -46,7 +46,7 @@ import numpy as np
 
 from . import status as st
 from ._driver import Stopwatch, deferred_signals, drive
-from ._validate import as_float
+from .validate import as_float
 from .record import SCALAR_FIELDS, VECTOR_FIELDS
 from .results import Trajectory
 from .store_files import (

@@ -80,7 +80,7 @@ import warnings
 import numpy as np
 
 from . import status as st
-from ._validate import as_float, as_int
+from .validate import as_float, as_int
 from .problem import Problem, sparse_regression
 
 FORMAT_NAME = "dlnmomentum-sweep"
