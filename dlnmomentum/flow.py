@@ -79,11 +79,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ._driver import RunStateMixin, chunk_steps_for, drive
-from .validate import as_array, as_float, as_int
 from .kernels import flow as K
 from .kernels import mgd as KM
 from .mgd import _auto_progress, _check_problem, _check_record, initial_weights
 from .results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
+from .validate import as_array, as_float, as_int
 
 __all__ = [
     "DEFAULT_STEP_FRACTION", "DEFAULT_STEP_SCALE", "FlowConfig", "FlowResult", "FlowRun", "RK4_REAL_LIMIT",

@@ -12,12 +12,12 @@ import numpy as np
 
 from . import status as st
 from ._driver import RunStateMixin, chunk_steps_for, drive
-from .validate import as_array, as_float, as_int
 from .kernels import mgd as K
 from .kernels.rng import _seed_state
 from .problem import Problem
 from .record import Record
 from .results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
+from .validate import as_array, as_float, as_int
 
 GRADIENT_FORMS = ("auto", "hessian", "data")
 

@@ -46,7 +46,6 @@ import numpy as np
 
 from . import status as st
 from ._driver import Stopwatch, deferred_signals, drive
-from .validate import as_float
 from .record import SCALAR_FIELDS, VECTOR_FIELDS
 from .results import Trajectory
 from .store_files import (
@@ -102,6 +101,7 @@ from .store_read import (
     inspect_lines,
     open_store,
 )
+from .validate import as_float
 
 __all__ = [
     "RUN_FAMILIES", "FORMAT_NAME", "FORMAT_VERSION", "Observable", "Store", "StoreCorruptError", "StoreError",

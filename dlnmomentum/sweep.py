@@ -80,8 +80,8 @@ import warnings
 import numpy as np
 
 from . import status as st
-from .validate import as_float, as_int
 from .problem import Problem, sparse_regression
+from .validate import as_float, as_int
 
 FORMAT_NAME = "dlnmomentum-sweep"
 FORMAT_VERSION = 1
