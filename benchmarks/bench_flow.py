@@ -17,7 +17,6 @@ import pytest
 from scipy.integrate import odeint, solve_ivp
 
 import dlnmomentum as dm
-from dlnmomentum import flow
 
 T_MAX = 2000.0
 ALPHA = 0.01
@@ -94,8 +93,8 @@ def _odeint_seconds(problem, lam, reference, rounds=3):
 @pytest.mark.parametrize("lam", sorted(SETTINGS))
 def test_rk4_against_odeint(benchmark, problem, references, lam, machine):
     kw = SETTINGS[lam]
-    flow.mgf(problem, lam, t_max=1.0, **kw)  # warm (loads the compiled kernel)
-    result = benchmark.pedantic(lambda: flow.mgf(problem, lam, t_max=T_MAX, **kw), rounds=7, iterations=1)
+    dm.mgf(problem, lam, t_max=1.0, **kw)  # warm (loads the compiled kernel)
+    result = benchmark.pedantic(lambda: dm.mgf(problem, lam, t_max=T_MAX, **kw), rounds=7, iterations=1)
     seconds = benchmark.stats.stats.min
     error = float(np.abs(result.theta - references[lam]).max())
     c = result.config
@@ -103,9 +102,9 @@ def test_rk4_against_odeint(benchmark, problem, references, lam, machine):
     base = _odeint_seconds(problem, lam, references[lam])
     fastest = min(base, key=lambda k: base[k][0])
     ratio = base[fastest][0] / seconds
-    default = flow.mgf(problem, lam, t_max=T_MAX)
+    default = dm.mgf(problem, lam, t_max=T_MAX)
     t0 = time.perf_counter()
-    flow.mgf(problem, lam, t_max=T_MAX)
+    dm.mgf(problem, lam, t_max=T_MAX)
     default_seconds = time.perf_counter() - t0
     default_error = float(np.abs(default.theta - references[lam]).max())
     benchmark.extra_info.update(
@@ -127,12 +126,12 @@ def test_rk4_against_odeint(benchmark, problem, references, lam, machine):
 def test_ns_per_rk4_step(benchmark, problem, machine):
     """Uniform steps, no refinement: 100 000 RK4 steps of MGF(0.5), every integral and the crossing scan."""
     h = 0.02
-    flow.mgf(problem, 0.5, t_max=1.0, h=h, refine_start=None)
-    result = benchmark.pedantic(lambda: flow.mgf(problem, 0.5, t_max=T_MAX, h=h, refine_start=None),
+    dm.mgf(problem, 0.5, t_max=1.0, h=h, refine_start=None)
+    result = benchmark.pedantic(lambda: dm.mgf(problem, 0.5, t_max=T_MAX, h=h, refine_start=None),
                                 rounds=5, iterations=1)
     steps = result.steps_done
     ns = benchmark.stats.stats.min / steps * 1e9
-    gf_seconds = min(_timed(lambda: flow.gf(problem, t_max=T_MAX, h=h, refine_start=None))
+    gf_seconds = min(_timed(lambda: dm.gf(problem, t_max=T_MAX, h=h, refine_start=None))
                      for _ in range(3))
     gf_ns = gf_seconds / steps * 1e9
     benchmark.extra_info.update(machine=machine, ns_per_rk4_step=ns, gf_ns_per_rk4_step=gf_ns)
@@ -153,8 +152,8 @@ UNIFORM = {0.05: 0.01, 0.5: 0.0125}
 def test_uniform_steps_at_equal_accuracy(benchmark, problem, references, lam, machine):
     """Without the refined start the whole run needs the small step of the escape phase (no target)."""
     h = UNIFORM[lam]
-    flow.mgf(problem, lam, t_max=1.0, h=h, refine_start=None)
-    result = benchmark.pedantic(lambda: flow.mgf(problem, lam, t_max=T_MAX, h=h, refine_start=None), rounds=3,
+    dm.mgf(problem, lam, t_max=1.0, h=h, refine_start=None)
+    result = benchmark.pedantic(lambda: dm.mgf(problem, lam, t_max=T_MAX, h=h, refine_start=None), rounds=3,
                                 iterations=1)
     seconds = benchmark.stats.stats.min
     error = float(np.abs(result.theta - references[lam]).max())

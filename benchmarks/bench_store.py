@@ -87,7 +87,7 @@ def test_store_checkpoint_cost(benchmark, problem, machine, tmp_path):
     marks = []
 
     def stored(every):
-        from dlnmomentum import store
+        from dlnmomentum.store import writer as store
 
         store._TEST_HOOK = lambda point: marks.append(point) if point == "checkpoint:done" else None
         try:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import dlnmomentum as dm
-from dlnmomentum.sweep import sweep
+from dlnmomentum import sweep
 
 STEPS = 50_000
 GAMMAS = np.geomspace(1e-3, 3e-2, 20)
@@ -126,7 +126,7 @@ def test_flow_sweep_lockstep(benchmark, problem, machine):
     No target in the issue; reported, and the lockstep sweep must not be slower than running the
     points one after the other on one core.
     """
-    from dlnmomentum.flow import mgf
+    from dlnmomentum import mgf
 
     sweep(problem, lams=FLOW_LAMS[:2], t_max=2.0)
     result = benchmark.pedantic(lambda: sweep(problem, lams=FLOW_LAMS, t_max=FLOW_T_MAX), rounds=3, iterations=1)

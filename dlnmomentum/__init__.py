@@ -6,24 +6,36 @@ Quick tour::
     problem = dm.sparse_regression(n=20, d=30, s=5, seed=0)
     res = dm.mgd(problem, gamma=0.05, beta=0.9, steps=100_000, record=dm.Record(log=200))
     print(res.summary())
+
+Layers (each imports only those below it; ``docs/architecture.md``): the command line
+(:mod:`.cli`) → the API (:mod:`.api`) → stores and sweeps (:mod:`.store`, :mod:`.sweeps`) →
+run kinds (:mod:`.runs`) → driver and results (:mod:`.driver`, :mod:`.results`, with
+:mod:`.problem`, :mod:`.record`, :mod:`.status`, :mod:`.theory`, :mod:`.validate`) → the
+Numba kernels (:mod:`.kernels`).
 """
 
-from .flow import FlowConfig, FlowResult, gf, mgd_time, mgf, mgf_from_mgd
-from .mgd import MGDConfig, MGDResult, batch_indices, heavy_ball_quadratic, mgd
+from . import theory
+from .api import gf, mgd, mgf, mgf_from_mgd, resume_sweep, sweep
 from .problem import Problem, sparse_regression
 from .record import Record
 from .results import Trajectory
-from .status import CONVERGED, DIVERGED, INTERRUPTED, MAX_STEPS, RUNNING, STATUS_MESSAGES
+from .runs.flow import FlowConfig, FlowResult, mgd_time
+from .runs.mgd import MGDConfig, MGDResult, batch_indices
+from .runs.quadratic import heavy_ball_quadratic
+from .status import CONVERGED, DIVERGED, INTERRUPTED, MAX_STEPS, RUNNING, STATUS_MESSAGES, Status
 from .store import StoreError, open_store, resume
-from .sweep import Sweep, open_sweep, parse_grid, resume_sweep, sweep  # the function shadows the module name, like mgd
+from .sweeps.execute import open_sweep
+from .sweeps.grid import parse_grid
+from .sweeps.result import Sweep
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
-    "CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STATUS_MESSAGES",
+    "CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STATUS_MESSAGES", "Status",
     "MGDConfig", "MGDResult", "Problem", "Record", "Trajectory",
     "batch_indices", "heavy_ball_quadratic", "mgd", "sparse_regression",
     "FlowConfig", "FlowResult", "gf", "mgd_time", "mgf", "mgf_from_mgd",
     "StoreError", "open_store", "resume",
     "Sweep", "open_sweep", "parse_grid", "resume_sweep", "sweep",
+    "theory",
 ]

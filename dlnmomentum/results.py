@@ -1,4 +1,8 @@
-"""Result containers shared by every run kind."""
+"""Result containers shared by every run kind, and the one reader of the kernels' record layout.
+
+Recorded rows leave a kernel in record blocks (:func:`new_record_block`); :func:`block_fields`
+names their columns, for live results (:func:`trajectory_from_blocks`) and for stores alike.
+"""
 
 import dataclasses
 from dataclasses import dataclass
@@ -6,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .kernels.mgd import N_REC_VECTORS
-from .status import STATUS_MESSAGES, status_name
+from .record import SCALAR_FIELDS, VECTOR_FIELDS
+from .status import Status
 
 
 def readonly(arr, dtype=None):
@@ -46,7 +51,7 @@ class Trajectory:
 
 
 def new_record_block(rows, d, extra_names=()):
-    """Empty record buffers for ``rows`` rows, in the kernels' layout (read back by :func:`trajectory_from_blocks`).
+    """Empty record buffers for ``rows`` rows, in the kernels' layout (read back by :func:`block_fields`).
 
     ``vectors`` holds θ, w₊, w₋, Δ (axis 1, the kernels' ``REC_*`` order), ``losses`` the train and test loss;
     each name in ``extra_names`` gets a ``(rows, d)`` array.
@@ -58,23 +63,45 @@ def new_record_block(rows, d, extra_names=()):
     return block
 
 
+#: Record-buffer keys of the kernels' layout that are not themselves recorded fields.
+LAYOUT_KEYS = ("step", "vectors", "losses")
+
+
+def block_fields(block, rows, time_of_step):
+    """The one reader of the kernels' record layout: name -> array ``(rows, ...)`` of a record block.
+
+    ``step``, ``time`` (``time_of_step(step)``), the vectors (:data:`~dlnmomentum.record.VECTOR_FIELDS`,
+    axis 1 of ``vectors``), the losses (:data:`~dlnmomentum.record.SCALAR_FIELDS`) and every other key of
+    the block as an extra field. Arrays may be views of the block (callers copy what they keep).
+    """
+    step = block["step"][:rows]
+    out = {"step": step, "time": np.asarray(time_of_step(step), dtype=np.float64)}
+    vectors, losses = block["vectors"][:rows], block["losses"][:rows]
+    out.update({name: vectors[:, i] for i, name in enumerate(VECTOR_FIELDS)})
+    out.update({name: losses[:, i] for i, name in enumerate(SCALAR_FIELDS)})
+    out.update({k: block[k][:rows] for k in block if k not in LAYOUT_KEYS})
+    return out
+
+
+def trajectory_from_fields(fields):
+    """A :class:`Trajectory` from name -> rows arrays (as :func:`block_fields` or a store gives them).
+
+    Returns None when a base field is missing. Keys beyond the base fields go to ``extra``.
+    """
+    base = [f.name for f in dataclasses.fields(Trajectory) if f.name != "extra"]
+    if not all(name in fields for name in base):
+        return None
+    dtypes = {"step": np.int64}
+    return Trajectory(**{k: readonly(fields[k], dtypes.get(k, np.float64)) for k in base},
+                      extra={k: readonly(v) for k, v in fields.items() if k not in base})
+
+
 def trajectory_from_blocks(blocks, d, time_of_step, extra_names=()):
-    """Concatenate the driver's record blocks into a :class:`Trajectory`."""
-    if blocks:
-        step = np.concatenate([b["step"][:r] for b, r in blocks])
-        vectors = np.concatenate([b["vectors"][:r] for b, r in blocks])
-        losses = np.concatenate([b["losses"][:r] for b, r in blocks])
-        extra = {name: readonly(np.concatenate([b[name][:r] for b, r in blocks])) for name in extra_names}
-    else:
-        step = np.zeros(0, dtype=np.int64)
-        vectors = np.zeros((0, N_REC_VECTORS, d))
-        losses = np.zeros((0, 2))
-        extra = {name: readonly(np.zeros((0, d))) for name in extra_names}
-    return Trajectory(
-        step=readonly(step, np.int64), time=readonly(time_of_step(step), np.float64),
-        theta=readonly(vectors[:, 0]), w_plus=readonly(vectors[:, 1]), w_minus=readonly(vectors[:, 2]),
-        delta=readonly(vectors[:, 3]), train_loss=readonly(losses[:, 0]), test_loss=readonly(losses[:, 1]),
-        extra=extra)
+    """Concatenate the driver's record blocks ``[(block, rows), ...]`` into a :class:`Trajectory`."""
+    if not blocks:
+        blocks = [(new_record_block(0, d, extra_names), 0)]
+    parts = [block_fields(b, r, time_of_step) for b, r in blocks]
+    return trajectory_from_fields({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
 
 
 class ResultMixin:
@@ -82,15 +109,15 @@ class ResultMixin:
 
     @property
     def message(self):
-        return STATUS_MESSAGES[int(self.status)]
+        return Status(self.status).message
 
     @property
     def status_name(self):
-        return status_name(self.status)
+        return Status(self.status).label
 
     @property
     def converged(self):
-        return self.status_name == "converged"
+        return self.status == Status.CONVERGED
 
     def prediction(self):
         """Theorem 1 (flows) / Theorem 2 (MGD, SMGD) for this run, computed on request and cached.

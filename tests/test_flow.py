@@ -14,9 +14,10 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 
 import dlnmomentum as dm
-from dlnmomentum import flow
-from dlnmomentum._driver import drive
+from dlnmomentum.driver import drive
 from dlnmomentum.kernels import flow as K
+from dlnmomentum.runs import flow as runs_flow
+from dlnmomentum.runs import stepping
 
 ALPHA = 0.01
 
@@ -98,7 +99,7 @@ def test_one_kernel_step_is_one_butcher_step_of_the_tableau(small_problem, lam):
     p, d = small_problem, small_problem.d
     rng = np.random.default_rng(1)
     h = 0.05
-    run = flow.prepare_flow(p, lam, t_max=h, h=h, u0=rng.uniform(0.5, 1, d), v0=rng.uniform(-0.4, 0.4, d),
+    run = runs_flow.prepare_flow(p, lam, t_max=h, h=h, u0=rng.uniform(0.5, 1, d), v0=rng.uniform(-0.4, 0.4, d),
                             u_dot0=rng.normal(size=d), v_dot0=rng.normal(size=d), refine_start=None)
     if lam > 0:  # exercise the -K/λ, -Q/λ feedback too
         rows = [K.J_PLUS, K.J_MINUS, K.K_PLUS, K.K_MINUS, K.P_INT, K.Q_INT, K.G2_INT]
@@ -119,7 +120,7 @@ def test_matches_dop853_with_default_step(problem, lam):
     t_max = 20.0
     sol = reference(problem, lam, t_max, with_jk=False)
     theta, z = unpack(sol.y[:, -1], problem.d)
-    res = flow.mgf(problem, lam, t_max=t_max) if lam > 0 else flow.gf(problem, t_max=t_max)
+    res = dm.mgf(problem, lam, t_max=t_max) if lam > 0 else dm.gf(problem, t_max=t_max)
     assert res.status == dm.MAX_STEPS and res.t_done == t_max
     assert np.abs(res.theta - theta).max() <= 1e-9
     assert np.abs(res.p_integral - z[8]).max() <= 1e-8 * max(1.0, np.abs(z[8]).max())
@@ -133,7 +134,7 @@ def test_integrals_match_dop853_without_crossings(problem):
     lam, t_max = 0.05, 15.0
     sol = reference(problem, lam, t_max)
     _, z = unpack(sol.y[:, -1], problem.d)
-    res = flow.mgf(problem, lam, t_max=t_max)
+    res = dm.mgf(problem, lam, t_max=t_max)
     assert res.delta_stayed_positive
     for got, want in [(res.j_plus, z[4]), (res.j_minus, z[5]), (res.k_plus, z[6]), (res.k_minus, z[7])]:
         assert np.abs(got - want).max() <= 1e-8 * max(1.0, np.abs(want).max())
@@ -146,7 +147,7 @@ def test_fourth_order_convergence(problem, lam, hs):
     theta, z = unpack(sol.y[:, -1], problem.d)
     errors = {"theta": [], "P": [], "G2": []}
     for h in hs:
-        res = flow.mgf(problem, lam, t_max=t_max, h=h, refine_start=None)
+        res = dm.mgf(problem, lam, t_max=t_max, h=h, refine_start=None)
         errors["theta"].append(np.abs(res.theta - theta).max())
         errors["P"].append(np.abs(res.p_integral - z[8]).max())
         errors["G2"].append(np.abs(res.grad_sq_integral - z[10]).max())
@@ -161,7 +162,7 @@ def test_j_and_k_converge_at_fourth_order(problem):
     _, z = unpack(sol.y[:, -1], problem.d)
     errs = {"J": [], "K": []}
     for h in hs:
-        res = flow.mgf(problem, lam, t_max=t_max, h=h, refine_start=None)
+        res = dm.mgf(problem, lam, t_max=t_max, h=h, refine_start=None)
         errs["J"].append(np.abs(res.j_plus - z[4]).max())
         errs["K"].append(np.abs(res.k_minus - z[7]).max())
     for name, err in errs.items():
@@ -170,8 +171,8 @@ def test_j_and_k_converge_at_fourth_order(problem):
 
 
 def test_data_and_hessian_gradients_agree(problem):
-    a = flow.mgf(problem, 0.3, t_max=10, gradient="hessian")
-    b = flow.mgf(problem, 0.3, t_max=10, gradient="data")
+    a = dm.mgf(problem, 0.3, t_max=10, gradient="hessian")
+    b = dm.mgf(problem, 0.3, t_max=10, gradient="data")
     assert rel(a.theta, b.theta) < 1e-12 and np.array_equal(a.crossings_minus, b.crossings_minus)
 
 
@@ -179,7 +180,7 @@ def test_data_and_hessian_gradients_agree(problem):
 
 @pytest.fixture(scope="module")
 def no_crossing_run(problem):
-    res = flow.mgf(problem, 0.05, t_max=100.0, h=0.008)  # identities to 1e-9 need h^4 ~ 4e-9
+    res = dm.mgf(problem, 0.05, t_max=100.0, h=0.008)  # identities to 1e-9 need h^4 ~ 4e-9
     assert res.delta_stayed_positive and res.n_crossings == 0
     return res
 
@@ -217,7 +218,7 @@ def test_identity_with_initial_velocity(problem):
     d = problem.d
     rng = np.random.default_rng(3)
     ud0, vd0 = 0.003 * rng.normal(size=d), 0.003 * rng.normal(size=d)
-    res = flow.mgf(problem, 0.05, t_max=30.0, h=0.008, u_dot0=ud0, v_dot0=vd0)
+    res = dm.mgf(problem, 0.05, t_max=30.0, h=0.008, u_dot0=ud0, v_dot0=vd0)
     assert res.delta_stayed_positive
     assert np.allclose(res.w_plus_dot0, ud0 + vd0) and np.allclose(res.w_minus_dot0, ud0 - vd0)
     wp, wm = res.w_formula()
@@ -228,7 +229,7 @@ def test_identity_with_initial_velocity(problem):
 
 
 def test_gradient_flow_conserves_balancedness(problem):
-    res = flow.gf(problem, t_max=200.0, record=dm.Record(log=60))
+    res = dm.gf(problem, t_max=200.0, record=dm.Record(log=60))
     tr = res.trajectory
     assert np.abs(tr.delta / res.delta0 - 1).max() <= 1e-9
     assert np.abs(res.delta / res.delta0 - 1).max() <= 1e-9
@@ -244,8 +245,8 @@ def test_gradient_flow_conserves_balancedness(problem):
 
 def test_mgf_approaches_gf_as_lambda_goes_to_zero(problem):
     t_max = 10.0
-    ref = flow.gf(problem, t_max=t_max)
-    dist = [rel(flow.mgf(problem, lam, t_max=t_max).theta, ref.theta) for lam in (1e-2, 3e-3, 1e-3)]
+    ref = dm.gf(problem, t_max=t_max)
+    dist = [rel(dm.mgf(problem, lam, t_max=t_max).theta, ref.theta) for lam in (1e-2, 3e-3, 1e-3)]
     assert dist[0] > dist[1] > dist[2] and dist[2] < 2e-3
     # first order in λ
     assert 2.0 < dist[0] / dist[1] < 5.0 and 2.0 < dist[1] / dist[2] < 5.0
@@ -254,7 +255,7 @@ def test_mgf_approaches_gf_as_lambda_goes_to_zero(problem):
 def test_small_lambda_approximation_of_appendix_c4(problem):
     gaps = []
     for lam in (0.02, 0.005):
-        r = flow.mgf(problem, lam, t_max=100.0)
+        r = dm.mgf(problem, lam, t_max=100.0)
         assert r.delta_stayed_positive
         exact = np.log(r.delta_inf_cor / r.delta0)
         approx = np.log(r.delta_inf_small_lam / r.delta0)
@@ -277,7 +278,7 @@ def test_proposition_3_no_crossing_below_the_bound(n, extra, seed, alpha, frac, 
     u0 = alpha * rng.uniform(0.5, 1.5, d) * rng.choice([-1, 1], d)
     v0 = skew * np.abs(u0) * rng.uniform(0, 1, d) * rng.choice([-1, 1], d)
     bound = n * np.abs(u0**2 - v0**2).min() / (p.y @ p.y)
-    res = flow.mgf(p, frac * bound, t_max=20.0, u0=u0, v0=v0)
+    res = dm.mgf(p, frac * bound, t_max=20.0, u0=u0, v0=v0)
     assert res.status == dm.MAX_STEPS
     assert res.delta_stayed_positive and res.n_crossings == 0 and np.all(res.min_delta > 0)
 
@@ -291,11 +292,11 @@ def test_mgd_approaches_mgf_with_fixed_lambda(problem):
         gamma, beta = eps**2 / lam, 1 - eps / lam
         steps = round(t / eps)
         mgd = dm.mgd(problem, gamma, beta, steps=steps)
-        res = flow.mgf_from_mgd(problem, gamma, beta, steps=steps, record=dm.Record(every=steps // 4))
+        res = dm.mgf_from_mgd(problem, gamma, beta, steps=steps, record=dm.Record(every=steps // 4))
         assert res.lam == pytest.approx(lam) and res.t_done == pytest.approx(steps * eps)
         per_step = res.config.n_steps // steps
         mgd_steps = res.trajectory.step // per_step
-        assert np.allclose(res.trajectory.time, flow.mgd_time(mgd_steps, gamma, beta))
+        assert np.allclose(res.trajectory.time, dm.mgd_time(mgd_steps, gamma, beta))
         errors.append(rel(mgd.theta, res.theta))
     assert errors[0] > errors[1] > errors[2] and errors[2] < 0.02
     assert 1.6 < errors[0] / errors[1] < 2.5 and 1.6 < errors[1] / errors[2] < 2.5  # first order in ε
@@ -306,11 +307,11 @@ def test_mgf_from_mgd_initial_velocity(problem):
     gamma, beta = 0.01, 0.8
     u0, v0 = np.full(d, ALPHA), np.zeros(d)
     u1, v1 = u0 + 1e-4, v0 - 2e-4
-    res = flow.mgf_from_mgd(problem, gamma, beta, steps=10, u0=u0, v0=v0, u1=u1, v1=v1, substeps=3)
+    res = dm.mgf_from_mgd(problem, gamma, beta, steps=10, u0=u0, v0=v0, u1=u1, v1=v1, substeps=3)
     scale = np.sqrt(res.lam * gamma)
     assert np.allclose(res.w_plus_dot0, ((u1 + v1) - (u0 + v0)) / scale)
     assert res.config.n_steps == 30 and res.h == pytest.approx(gamma / (1 - beta) / 3)
-    assert flow.mgd_time(7, gamma, beta) == pytest.approx(7 * gamma / (1 - beta))
+    assert dm.mgd_time(7, gamma, beta) == pytest.approx(7 * gamma / (1 - beta))
 
 
 # -- sign crossings ---------------------------------------------------------------------------------------
@@ -335,7 +336,7 @@ def crossing_reference(problem):
 def test_crossing_times_match_brute_force(problem, crossing_reference):
     lam, t_max, found = crossing_reference
     assert len(found) > 20
-    res = flow.mgf(problem, lam, t_max=t_max, h=0.05)
+    res = dm.mgf(problem, lam, t_max=t_max, h=0.05)
     assert res.n_crossings == len(found) and not res.crossings_truncated
     assert list(res.crossing_coords) == [c for _, c, _ in found]
     assert list(res.crossing_signs) == [s for _, _, s in found]
@@ -346,7 +347,7 @@ def test_crossing_times_match_brute_force(problem, crossing_reference):
 def test_runs_with_crossings_report_them(problem, crossing_reference):
     lam, t_max, found = crossing_reference
     d = problem.d
-    res = flow.mgf(problem, lam, t_max=t_max, record=dm.Record(every=1.0))
+    res = dm.mgf(problem, lam, t_max=t_max, record=dm.Record(every=1.0))
     assert not res.delta_stayed_positive and res.crossed
     sides = [(1, res.crossings_plus, res.first_crossing_plus, res.last_crossing_plus,
               (res.j_plus, res.k_plus, res.i_plus_cor, res.j_valid_plus)),
@@ -372,9 +373,9 @@ def test_runs_with_crossings_report_them(problem, crossing_reference):
 
 
 def test_crossing_log_is_bounded(problem):
-    res = flow.mgf(problem, 0.5, t_max=10.0, max_crossings=5)
+    res = dm.mgf(problem, 0.5, t_max=10.0, max_crossings=5)
     assert res.n_crossings > 5 and len(res.crossing_times) == 5 and res.crossings_truncated
-    full = flow.mgf(problem, 0.5, t_max=10.0)
+    full = dm.mgf(problem, 0.5, t_max=10.0)
     assert set(res.crossing_times) <= set(full.crossing_times)
     assert np.array_equal(res.crossings_minus, full.crossings_minus)
 
@@ -398,7 +399,7 @@ def test_hermite_crossing_search():
 # -- chunking, recording, stores ----------------------------------------------------------------------
 
 def _chunked(problem, chunk, record=None, **kw):
-    run = flow.prepare_flow(problem, 0.5, t_max=10.0, record=record, **kw)
+    run = runs_flow.prepare_flow(problem, 0.5, t_max=10.0, record=record, **kw)
     if chunk:
         run.chunk_steps = chunk
     status, blocks = drive(run)
@@ -419,7 +420,7 @@ def test_chunking_and_recording_do_not_change_bits(problem):
 
 
 def test_recorded_rows(problem):
-    res = flow.mgf(problem, 0.3, t_max=4.0, h=0.02, record=dm.Record(every=0.5))
+    res = dm.mgf(problem, 0.3, t_max=4.0, h=0.02, record=dm.Record(every=0.5))
     tr = res.trajectory
     assert list(tr.step) == list(range(0, 201, 25))
     assert np.allclose(tr.time, tr.step * res.h) and tr.time[-1] == pytest.approx(4.0)
@@ -429,7 +430,7 @@ def test_recorded_rows(problem):
     assert np.allclose(tr.delta, np.abs(tr.w_plus * tr.w_minus), rtol=0, atol=0)
     assert np.allclose(tr.train_loss, [problem.train_loss(t) for t in tr.theta], rtol=1e-10)
     assert np.allclose(tr.test_loss, [problem.test_loss(t) for t in tr.theta], rtol=1e-10)
-    same = flow.mgf(problem, 0.3, t_max=4.0, h=0.02, record=dm.Record(times=[0.0, 2.0, 3.5]))
+    same = dm.mgf(problem, 0.3, t_max=4.0, h=0.02, record=dm.Record(times=[0.0, 2.0, 3.5]))
     assert list(same.trajectory.step) == [0, 100, 175, 200]
     assert np.array_equal(same.trajectory.theta[1], tr.theta[4])
     assert set(tr.fields()) >= {"theta", "w_plus", "time", "w_plus_dot", "w_minus_dot"}
@@ -437,16 +438,16 @@ def test_recorded_rows(problem):
 
 def test_description_and_rebuild_reproduce_the_run(problem):
     d = problem.d
-    run = flow.prepare_flow(problem, 0.4, t_max=3.0, u_dot0=np.full(d, 1e-3), record=dm.Record(log=10))
+    run = runs_flow.prepare_flow(problem, 0.4, t_max=3.0, u_dot0=np.full(d, 1e-3), record=dm.Record(log=10))
     desc = json.loads(json.dumps(run.description()))
     assert desc["family"] == "flow" and desc["kind"] == "mgf" and desc["velocity"] is not None
-    again = flow.FlowRun.rebuild(problem, desc, run.u0, run.v0)
+    again = runs_flow.FlowRun.rebuild(problem, desc, run.u0, run.v0)
     for r in (run, again):
         drive(r)
     assert np.array_equal(run.fstate, again.fstate, equal_nan=True)
     assert again.time_of_step(10) == pytest.approx(10 * run.config.h)
     state = run.state_arrays()
-    fresh = flow.FlowRun.rebuild(problem, desc, run.u0, run.v0)
+    fresh = runs_flow.FlowRun.rebuild(problem, desc, run.u0, run.v0)
     fresh.load_state_arrays(state)
     assert np.array_equal(fresh.fstate, run.fstate, equal_nan=True) and fresh.done == run.done
     with pytest.raises(ValueError, match="checkpoint array"):
@@ -457,7 +458,7 @@ def test_description_and_rebuild_reproduce_the_run(problem):
 
 def test_tolerance_stops_at_first_grid_point_below_tol(problem):
     tol = 1e-3
-    res = flow.mgf(problem, 0.3, t_max=50.0, h=0.05, tol=tol, record=dm.Record(every=0.05))
+    res = dm.mgf(problem, 0.3, t_max=50.0, h=0.05, tol=tol, record=dm.Record(every=0.05))
     assert res.status == dm.CONVERGED and res.converged and res.train_loss <= tol
     losses = res.trajectory.train_loss
     assert losses[-1] <= tol and np.all(losses[:-1] > tol)
@@ -465,7 +466,7 @@ def test_tolerance_stops_at_first_grid_point_below_tol(problem):
 
 
 def test_divergence_is_a_status(problem):
-    run = flow.prepare_flow(problem, 0.3, t_max=100.0, u0=np.full(problem.d, 1.0))
+    run = runs_flow.prepare_flow(problem, 0.3, t_max=100.0, u0=np.full(problem.d, 1.0))
     run.config = run.config._replace(h=5.0, n_steps=20, start_steps=0)  # far outside the stability region
     run.total = 20
     status, blocks = drive(run)
@@ -475,7 +476,7 @@ def test_divergence_is_a_status(problem):
 
 
 def test_ctrl_c_stops_cleanly_between_chunks(problem):
-    run = flow.prepare_flow(problem, 0.3, t_max=1e7, refine_start=None)
+    run = runs_flow.prepare_flow(problem, 0.3, t_max=1e7, refine_start=None)
     run.chunk_steps = 1000
     timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
@@ -490,34 +491,34 @@ def test_ctrl_c_stops_cleanly_between_chunks(problem):
 # -- step size and validation --------------------------------------------------------------------------
 
 def test_stability_limits():
-    assert flow.RK4_REAL_LIMIT == pytest.approx(2.785293563405282, abs=1e-12)
-    assert abs(flow.rk4_amplification(-flow.RK4_REAL_LIMIT)) == pytest.approx(1.0, abs=1e-12)
-    assert flow.max_stable_step(0.0, 10.0) == pytest.approx(flow.RK4_REAL_LIMIT / 10)
-    assert flow.max_stable_step(0.1, 1.0) == pytest.approx(flow.RK4_REAL_LIMIT * 0.1)  # fast mode limits
+    assert stepping.RK4_REAL_LIMIT == pytest.approx(2.785293563405282, abs=1e-12)
+    assert abs(stepping.rk4_amplification(-stepping.RK4_REAL_LIMIT)) == pytest.approx(1.0, abs=1e-12)
+    assert stepping.max_stable_step(0.0, 10.0) == pytest.approx(stepping.RK4_REAL_LIMIT / 10)
+    assert stepping.max_stable_step(0.1, 1.0) == pytest.approx(stepping.RK4_REAL_LIMIT * 0.1)  # fast mode limits
     for lam, kappa in [(0.5, 20.0), (2.0, 100.0)]:
-        h = flow.max_stable_step(lam, kappa)
+        h = stepping.max_stable_step(lam, kappa)
         s = np.roots([lam, 1.0, kappa])  # the stiffest oscillatory mode
-        assert np.all(np.abs(flow.rk4_amplification(h * s)) <= 1 + 1e-9)
-        assert np.any(np.abs(flow.rk4_amplification(1.01 * h * s)) > 1)
-        assert h < flow.RK4_REAL_LIMIT * lam
+        assert np.all(np.abs(stepping.rk4_amplification(h * s)) <= 1 + 1e-9)
+        assert np.any(np.abs(stepping.rk4_amplification(1.01 * h * s)) > 1)
+        assert h < stepping.RK4_REAL_LIMIT * lam
 
 
 def test_default_and_user_steps(problem):
-    kappa = flow.stiffness_estimate(problem, np.full(problem.d, ALPHA), np.zeros(problem.d))
-    h_max = flow.max_stable_step(0.3, kappa)
-    res = flow.mgf(problem, 0.3, t_max=1.0, refine_start=None)
-    assert res.h <= flow.default_step(0.3, kappa) and res.h_stable == pytest.approx(h_max)
+    kappa = stepping.stiffness_estimate(problem, np.full(problem.d, ALPHA), np.zeros(problem.d))
+    h_max = stepping.max_stable_step(0.3, kappa)
+    res = dm.mgf(problem, 0.3, t_max=1.0, refine_start=None)
+    assert res.h <= stepping.default_step(0.3, kappa) and res.h_stable == pytest.approx(h_max)
     assert res.config.kappa == pytest.approx(kappa)
-    ok = flow.mgf(problem, 0.3, t_max=2 * h_max, h=0.999 * h_max, refine_start=None)
+    ok = dm.mgf(problem, 0.3, t_max=2 * h_max, h=0.999 * h_max, refine_start=None)
     assert ok.status == dm.MAX_STEPS
     with pytest.raises(ValueError, match=r"h must be in \(0, .*\] for MGF\(lambda=0.3\)"):
-        flow.mgf(problem, 0.3, t_max=10.0, h=1.01 * h_max)
+        dm.mgf(problem, 0.3, t_max=10.0, h=1.01 * h_max)
     with pytest.raises(ValueError, match=r"h must be in \(0, .*\] for gradient flow"):
-        flow.gf(problem, t_max=10.0, h=1.0)
+        dm.gf(problem, t_max=10.0, h=1.0)
     # the grid: t_max is a whole number of steps no larger than h
-    res = flow.mgf(problem, 0.3, t_max=1.0, h=0.03, refine_start=None)
+    res = dm.mgf(problem, 0.3, t_max=1.0, h=0.03, refine_start=None)
     assert res.config.n_steps == 34 and res.h == pytest.approx(1.0 / 34) and res.t_done == pytest.approx(1.0)
-    res = flow.mgf(problem, 0.3, t_max=1.0, h=0.03, refine_start=(0.25, 3))
+    res = dm.mgf(problem, 0.3, t_max=1.0, h=0.03, refine_start=(0.25, 3))
     assert res.config.start_steps == 9 and res.config.start_substeps == 3
 
 
@@ -549,27 +550,27 @@ def test_validation_errors_name_the_parameter(problem, kwargs, exc, match):
     args.update(kwargs)
     lam = args.pop("lam")
     with pytest.raises(exc, match=match):
-        flow.mgf(problem, lam, **args)
+        dm.mgf(problem, lam, **args)
 
 
 def test_mgf_from_mgd_validation(problem):
     with pytest.raises(ValueError, match=r"beta must be in \[0, 1\)"):
-        flow.mgf_from_mgd(problem, 0.01, 1.0, steps=10)
+        dm.mgf_from_mgd(problem, 0.01, 1.0, steps=10)
     with pytest.raises(ValueError, match="gamma"):
-        flow.mgf_from_mgd(problem, -0.01, 0.5, steps=10)
+        dm.mgf_from_mgd(problem, -0.01, 0.5, steps=10)
     with pytest.raises(ValueError, match="steps"):
-        flow.mgf_from_mgd(problem, 0.01, 0.5, steps=0)
+        dm.mgf_from_mgd(problem, 0.01, 0.5, steps=0)
     with pytest.raises(TypeError, match="problem"):
-        flow.mgf(np.ones((3, 3)), 0.3, t_max=1.0)
+        dm.mgf(np.ones((3, 3)), 0.3, t_max=1.0)
 
 
 def test_results_are_frozen_and_readonly(problem):
-    res = flow.mgf(problem, 0.3, t_max=1.0)
+    res = dm.mgf(problem, 0.3, t_max=1.0)
     with pytest.raises(AttributeError):
         res.theta = None
     with pytest.raises(ValueError):
         res.theta[0] = 1.0
-    assert res.kind == "mgf" and flow.gf(problem, t_max=1.0).kind == "gf"
+    assert res.kind == "mgf" and dm.gf(problem, t_max=1.0).kind == "gf"
     out = res.to_dict()
     assert "trajectory" not in out and "problem" not in out and out["status"] == dm.MAX_STEPS
 

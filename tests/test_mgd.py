@@ -13,8 +13,8 @@ import reference as ref
 from conftest import rel
 
 import dlnmomentum as dm
-from dlnmomentum._driver import drive
-from dlnmomentum.mgd import prepare_mgd
+from dlnmomentum.driver import drive
+from dlnmomentum.runs.mgd import prepare_mgd
 
 ALPHA = 0.01
 
@@ -337,15 +337,15 @@ def test_results_are_frozen_and_readonly(problem):
 # -- CLI --------------------------------------------------------------------------------------
 
 def test_cli_run_json_and_help():
-    out = subprocess.run([sys.executable, "-m", "dlnmomentum.cli", "run", "--gamma", "0.01", "--beta", "0.5",
+    out = subprocess.run([sys.executable, "-m", "dlnmomentum", "run", "--gamma", "0.01", "--beta", "0.5",
                           "--steps", "1e4", "--json", "--n-test", "10"], capture_output=True, text=True,
                          check=True)
     data = json.loads(out.stdout)
     assert data["steps_done"] == 10_000 and data["status_name"] == "max_steps" and len(data["theta"]) == 30
-    help_text = subprocess.run([sys.executable, "-m", "dlnmomentum.cli", "run", "--help"], capture_output=True,
+    help_text = subprocess.run([sys.executable, "-m", "dlnmomentum", "run", "--help"], capture_output=True,
                                text=True, check=True).stdout
     assert "--gamma" in help_text and "--batch-size" in help_text
-    bad = subprocess.run([sys.executable, "-m", "dlnmomentum.cli", "run", "--gamma", "0.01", "--beta", "1.5",
+    bad = subprocess.run([sys.executable, "-m", "dlnmomentum", "run", "--gamma", "0.01", "--beta", "1.5",
                           "--steps", "10"], capture_output=True, text=True)
     assert bad.returncode == 2 and "beta must be in [0, 1)" in bad.stderr
 

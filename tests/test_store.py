@@ -2,7 +2,7 @@
 refusals, damaged files, chunk shapes.
 
 Writers that must die are subprocesses (``tests/store_helpers/writer.py``) that SIGKILL/SIGTERM
-themselves at a chosen point of the store's life (hooks in ``dlnmomentum.store``) or are killed
+themselves at a chosen point of the store's life (hooks in ``dlnmomentum.store.writer``) or are killed
 from here; damaged files are opened in a subprocess with a timeout, so a hang fails the test.
 """
 
@@ -21,9 +21,11 @@ import pytest
 
 import dlnmomentum as dm
 from dlnmomentum import store as S
-from dlnmomentum.mgd import prepare_mgd
-from dlnmomentum.store_files import clear_status_flags, lookup3, read_checkpoint_file, superblock_flags
-from dlnmomentum.store_format import MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, chunk_shape
+from dlnmomentum.runs.flow import prepare_flow
+from dlnmomentum.runs.mgd import prepare_mgd
+from dlnmomentum.store import writer as store_writer
+from dlnmomentum.store.files import clear_status_flags, lookup3, read_checkpoint_file, superblock_flags
+from dlnmomentum.store.format import MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, chunk_shape
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HELPER = os.path.join(HERE, "store_helpers", "writer.py")
@@ -207,8 +209,8 @@ def test_config_problem_and_initial_are_stored(small_problem, tmp_path):
 
 def test_collected_rows_dropped_beyond_the_memory_cap(small_problem, tmp_path, monkeypatch):
     """Above the cap the writer keeps nothing in memory; the result reads its rows back from the file."""
-    monkeypatch.setattr(S, "MAX_COLLECT_BYTES", 0)
-    monkeypatch.setattr(S, "MAX_QUEUED_BYTES", 1)  # and waits for every chunk write
+    monkeypatch.setattr(store_writer, "MAX_COLLECT_BYTES", 0)
+    monkeypatch.setattr(store_writer, "MAX_QUEUED_BYTES", 1)  # and waits for every chunk write
     kwargs = dict(steps=20_000, record=dm.Record(every=3))
     live = dm.mgd(small_problem, 0.05, 0.8, **kwargs)
     stored = dm.mgd(small_problem, 0.05, 0.8, **kwargs, store=tmp_path / "r.h5")
@@ -217,7 +219,7 @@ def test_collected_rows_dropped_beyond_the_memory_cap(small_problem, tmp_path, m
 
 def test_in_process_sigint_then_resume(small_problem, tmp_path, reference, monkeypatch):
     """Ctrl-C stops between chunks with a final checkpoint and a cleanly closed file."""
-    monkeypatch.setattr(S, "_TEST_HOOK", lambda point: time.sleep(0.002) if point == "chunk" else None)
+    monkeypatch.setattr(store_writer, "_TEST_HOOK", lambda point: time.sleep(0.002) if point == "chunk" else None)
     path = tmp_path / "r.h5"
     run = prepare_mgd(small_problem, SPEC["gamma"], SPEC["beta"], steps=SPEC["steps"],
                       record=dm.Record(**SPEC["record"]))
@@ -226,7 +228,7 @@ def test_in_process_sigint_then_resume(small_problem, tmp_path, reference, monke
     timer.start()
     result = S.run_with_store(run, path, checkpoint_every=0.05)
     timer.join()
-    monkeypatch.setattr(S, "_TEST_HOOK", None)
+    monkeypatch.setattr(store_writer, "_TEST_HOOK", None)
     assert result.status_name == "interrupted" and 0 < result.steps_done < SPEC["steps"]
     s = S.open_store(path)
     assert s.state == "interrupted" and s.complete
@@ -590,16 +592,15 @@ def test_cli_run_store_refuses_to_overwrite(tmp_path, capsys):
 
 
 def test_cli_inspect_delegates_sweep_stores(tmp_path, monkeypatch, capsys):
-    import types
 
     from dlnmomentum.cli import main
 
     path = tmp_path / "sweep.h5"
     with h5py.File(path, "w") as f:
         f.attrs["kind"] = "sweep"
-    fake = types.ModuleType("dlnmomentum.sweep")
-    fake.inspect_lines = lambda p: [f"SWEEP STORE {os.path.basename(p)}"]
-    monkeypatch.setitem(sys.modules, "dlnmomentum.sweep", fake)
+    import dlnmomentum.cli.store as cli_store
+
+    monkeypatch.setattr(cli_store, "sweep_inspect_lines", lambda p: [f"SWEEP STORE {os.path.basename(p)}"])
     assert main(["inspect", str(path)]) == 0
     assert "SWEEP STORE sweep.h5" in capsys.readouterr().out
 
@@ -615,9 +616,8 @@ FLOWS = {"mgf-crossings": ("mgf", dict(lam=2.0, t_max=30.0, record=dm.Record(eve
 
 @pytest.mark.parametrize("name", list(FLOWS))
 def test_flow_runs_round_trip(small_problem, tmp_path, name):
-    flow = pytest.importorskip("dlnmomentum.flow")
     fn_name, kwargs = FLOWS[name]
-    fn = getattr(flow, fn_name)
+    fn = getattr(dm, fn_name)
     args = (kwargs.pop("lam"),) if "lam" in kwargs else ()
     live = fn(small_problem, *args, **kwargs)
     path = tmp_path / "flow.h5"
@@ -631,10 +631,9 @@ def test_flow_runs_round_trip(small_problem, tmp_path, name):
 
 
 def test_flow_interrupted_then_resumed(small_problem, tmp_path, monkeypatch):
-    flow = pytest.importorskip("dlnmomentum.flow")
     kwargs = dict(t_max=30.0, record=dm.Record(every=0.5))
-    live = flow.mgf(small_problem, 2.0, **kwargs)
-    run = flow.prepare_flow(small_problem, 2.0, **kwargs)
+    live = dm.mgf(small_problem, 2.0, **kwargs)
+    run = prepare_flow(small_problem, 2.0, **kwargs)
     run.chunk_steps = 50
     calls = []
 
@@ -643,10 +642,10 @@ def test_flow_interrupted_then_resumed(small_problem, tmp_path, monkeypatch):
         if point == "chunk" and calls.count("chunk") == 7:
             os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(S, "_TEST_HOOK", hook)
+    monkeypatch.setattr(store_writer, "_TEST_HOOK", hook)
     path = tmp_path / "flow.h5"
     first = S.run_with_store(run, path, checkpoint_every=0.0)
-    monkeypatch.setattr(S, "_TEST_HOOK", None)
+    monkeypatch.setattr(store_writer, "_TEST_HOOK", None)
     assert first.status_name == "interrupted" and 0 < first.steps_done < live.steps_done
     assert_same_result(live, S.resume(path))
     assert_same_result(live, S.open_store(path).result)

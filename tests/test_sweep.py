@@ -1,7 +1,6 @@
 """Sweeps: lockstep kernel bitwise against single runs, thread/block independence, store, resume, λ."""
 
 import contextlib
-import importlib
 import json
 import os
 import signal
@@ -15,10 +14,10 @@ import numpy as np
 import pytest
 
 import dlnmomentum as dm
-from dlnmomentum.sweep import Sweep, open_sweep, parse_grid, resume_sweep, sweep
-
-# The module (``dlnmomentum.sweep`` the attribute may be the function once the package exports it).
-sweep_module = importlib.import_module("dlnmomentum.sweep")
+from dlnmomentum import Sweep, open_sweep, parse_grid, resume_sweep, sweep
+from dlnmomentum.runs.points import FIELDS
+from dlnmomentum.sweeps import execute, flows, lockstep
+from dlnmomentum.sweeps import plan as sweep_plan
 
 SPEC = {"n": 20, "d": 30, "s": 5, "n_test": 100}
 SCALARS = ("test_loss", "train_loss", "delta_inf_norm", "l1_norm", "crossed", "status", "steps_done")
@@ -44,7 +43,7 @@ def _assert_point_equals_run(sw, index, res):
 
 def _assert_sweeps_equal(a, b):
     assert a.dims == b.dims and _same(a.done, b.done)
-    for name in sweep_module.FIELDS:
+    for name in FIELDS:
         assert _same(a[name], b[name]), name
 
 
@@ -108,14 +107,14 @@ def test_reps_use_seed_plus_r_for_data_and_batches():
 
 def test_kernel_state_equals_single_run_state(problem):
     """Beyond the reported fields: the whole kernel state (prev iterates, Neumaier parts, crossings)."""
-    from dlnmomentum._driver import drive
-    from dlnmomentum.mgd import prepare_mgd
+    from dlnmomentum.driver import drive
+    from dlnmomentum.runs.mgd import prepare_mgd
 
-    plan = sweep_module._Plan(sweep_module._make_config(
+    plan = sweep_plan.Plan(sweep_plan.make_config(
         problem, [0.02, 0.3], [0.0,
                                0.9], None, 2001, None, 1, None, 0, None, 0.01, False, "auto", False, 1e-8)[0],
         problem)
-    engine = sweep_module._LockstepEngine(plan, 8)
+    engine = lockstep.LockstepEngine(plan, 8)
     points = list(range(plan.npoints))
     out_f, out_i, out_status, out_steps = engine.run_wave(points, {"signum": None}, None)
     for p in points:
@@ -148,7 +147,7 @@ def test_diverging_point_does_not_affect_its_group(problem):
     calm = sweep(problem, gammas=[0.01, 0.02, 0.03], betas=[0.5], steps=steps, block_size=8)
     mixed = sweep(problem, gammas=[0.01, 0.02, 0.03, 5.0], betas=[0.5], steps=steps, block_size=8)
     assert mixed.status[0, 0, 3] == dm.DIVERGED and mixed.steps_done[0, 0, 3] < 20
-    for name in sweep_module.FIELDS:
+    for name in FIELDS:
         assert _same(calm[name], mixed[name][:, :, :3]), name
     _assert_point_equals_run(mixed, (0, 0, 3), dm.mgd(problem, 5.0, 0.5, steps=steps))
 
@@ -156,7 +155,7 @@ def test_diverging_point_does_not_affect_its_group(problem):
 # -- continuous time ----------------------------------------------------------------------------
 
 def test_flow_sweep_points_equal_mgf(problem):
-    from dlnmomentum.flow import mgf
+    from dlnmomentum import mgf
 
     lams = [0.0, 0.05, 0.4]
     sw = sweep(problem, lams=lams, t_max=15.0)
@@ -172,7 +171,7 @@ def test_flow_sweep_points_equal_mgf(problem):
 
 
 def _flow_runs(problems, specs, **kw):
-    from dlnmomentum.flow import prepare_flow
+    from dlnmomentum.runs.flow import prepare_flow
 
     runs = []
     for p in problems:
@@ -205,7 +204,7 @@ def test_flow_lockstep_lanes_equal_single_runs_state_for_state(gradient):
         seconds_per_step = None
 
     flag = {"signum": None}
-    statuses = sweep_module._flow_batch(lockstep, reps, flag, None, _Engine())
+    statuses = flows._flow_batch(lockstep, reps, flag, None, _Engine())
     codes = {KF.RUNNING: dm.MAX_STEPS, KF.CONVERGED: dm.CONVERGED, KF.DIVERGED: dm.DIVERGED}
     seen = set()
     for run, got, status in zip(_flow_runs(problems, specs, **kw), lockstep, statuses, strict=True):
@@ -394,7 +393,7 @@ def test_kill_and_resume_cli(tmp_path):
     with h5py.File(path, "r") as f:
         session = f["session"][...]
     assert final.complete and (session[first] == 1).all() and (session[~first] == 2).all()
-    for name in sweep_module.FIELDS:  # points done before the kill were not touched
+    for name in FIELDS:  # points done before the kill were not touched
         assert _same(final[name][first], killed[name][first]), name
     reference = sweep(SPEC, gammas=parse_grid("2e-3:3e-2:8:log"), betas=parse_grid("0:0.9:8"), steps=60000,
                       reps=2)
@@ -427,7 +426,7 @@ def test_sigterm_stops_between_chunks_and_keeps_store_consistent(tmp_path):
 def test_inspect_lines_and_summary(tmp_path):
     path = str(tmp_path / "i.h5")
     sweep(SPEC, lams=[0.0, 0.2], t_max=5.0, store=path)
-    lines = sweep_module.inspect_lines(path)
+    lines = execute.inspect_lines(path)
     text = "\n".join(lines)
     assert "mgf" in text and "2/2 points" in text and "lambda" in text
     assert isinstance(open_sweep(path), Sweep)

@@ -23,7 +23,8 @@ import numpy as np
 
 import dlnmomentum as dm
 import dlnmomentum.store as store
-from dlnmomentum.mgd import prepare_mgd
+import dlnmomentum.store.writer as store_writer
+from dlnmomentum.runs.mgd import prepare_mgd
 
 
 def problem():
@@ -52,7 +53,7 @@ def main():
                 time.sleep(slow)
             print(f"CHUNK {counts[point]}", flush=True)
 
-    store._TEST_HOOK = hook
+    store_writer._TEST_HOOK = hook
     if spec["action"] == "run":
         record = dm.Record(**spec["record"]) if spec.get("record") else None
         run = prepare_mgd(problem(), spec["gamma"], spec["beta"], steps=spec["steps"], record=record,

@@ -1,4 +1,5 @@
-"""Files around an HDF5 run store: errors, checkpoint files, the writer lock, durability helpers.
+"""The I/O layer under every store (run and sweep files): errors, stable type names, checkpoint files,
+the writer lock, durability helpers.
 
 ``<store>.ckpt`` (atomically replaced, previous kept as ``.ckpt.prev``), ``<store>.lock``
 (pid/host of the writer), and the repair of the superblock flags a killed HDF5 writer
@@ -8,7 +9,6 @@ leaves behind. See ``docs/store-format.md``.
 import contextlib
 import dataclasses
 import datetime
-import importlib
 import json
 import os
 import signal
@@ -18,12 +18,10 @@ import time
 
 import numpy as np
 
+from ..runs import registry
+
 CHECKPOINT_FORMAT = "dlnmomentum-checkpoint"
 CHECKPOINT_VERSION = 1
-
-#: Modules whose classes a store may name (result classes, NamedTuple configs).
-TRUSTED_MODULE_PREFIX = "dlnmomentum."
-
 
 # -- errors -------------------------------------------------------------------------------------
 
@@ -90,20 +88,17 @@ def signals_blocked():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def resolve(path, what="class"):
-    """Import ``"module:qualname"``; only modules of this package are trusted."""
-    module, _, name = str(path).partition(":")
-    if not (module == "dlnmomentum" or module.startswith(TRUSTED_MODULE_PREFIX)) or not name:
-        raise StoreError(f"refusing to import {what} {path!r} named in a store (only dlnmomentum classes)")
-    obj = importlib.import_module(module)
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
+def resolve_type(name, what="type"):
+    """The class of a stable type name written in a store (:mod:`dlnmomentum.runs.registry`)."""
+    try:
+        return registry.resolve(name, what)
+    except registry.UnknownTypeError as exc:
+        raise StoreError(f"{exc}: the store was written by another version of dlnmomentum") from None
 
 
-def class_path(obj_or_cls):
-    cls = obj_or_cls if isinstance(obj_or_cls, type) else type(obj_or_cls)
-    return f"{cls.__module__}:{cls.__qualname__}"
+def type_name(obj_or_cls):
+    """The stable name written for a type (never a Python module path)."""
+    return registry.type_name(obj_or_cls)
 
 
 def to_jsonable(value):

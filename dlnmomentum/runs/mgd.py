@@ -1,8 +1,12 @@
-r"""Heavy-ball momentum gradient descent (MGD) and its stochastic version (SMGD).
+r"""The MGD/SMGD run kind: its configuration, run object, result and derived fields.
 
-Public entry point: :func:`mgd`. The compiled kernel is
-:func:`dlnmomentum.kernels.mgd._mgd_advance`; its docstring states the update
-rule (paper, Appendix B, eq. (w_mgd); Section 4, eq. (SMGD:diag)).
+Heavy-ball momentum gradient descent (MGD) and its stochastic version (SMGD). Users call
+:func:`dlnmomentum.mgd` (:mod:`dlnmomentum.api`), which validates its arguments with
+:func:`prepare_mgd` into an :class:`MGDRun` and hands that to the driver or to a store.
+The compiled kernel is :func:`dlnmomentum.kernels.mgd._mgd_advance`; its docstring states
+the update rule (paper, Appendix B, eq. (w_mgd); Section 4, eq. (SMGD:diag)).
+:func:`derived_fields` turns a kernel state into Theorem 2's quantities, for single runs
+(:meth:`MGDRun.finish`) and sweep points alike.
 """
 
 from dataclasses import dataclass
@@ -10,16 +14,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import status as st
-from ._driver import RunStateMixin, chunk_steps_for, drive
-from .kernels import mgd as K
-from .kernels.rng import _seed_state
-from .problem import Problem
-from .record import Record
-from .results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
-from .validate import as_array, as_float, as_int
-
-GRADIENT_FORMS = ("auto", "hessian", "data")
+from ..driver import RunStateMixin, chunk_steps_for
+from ..kernels import mgd as K
+from ..kernels.rng import _fill_batches, _seed_state
+from ..problem import Problem
+from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
+from ..validate import as_float, as_int
+from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
 
 
 class MGDConfig(NamedTuple):
@@ -120,22 +121,6 @@ class MGDResult(ResultMixin):
         return "\n".join(lines)
 
 
-def initial_weights(d, alpha, u0, v0):
-    """(u0, v0) as validated float arrays; default ``u0 = α·1``, ``v0 = 0``."""
-    if u0 is None:
-        alpha = as_float("alpha", alpha, low=0.0, low_open=True)
-        u0 = np.full(d, alpha)
-    else:
-        u0 = as_array("u0", u0, ndim=1, shape=(d,))
-    v0 = np.zeros(d) if v0 is None else as_array("v0", v0, ndim=1, shape=(d,))
-    delta0 = np.abs(u0 * u0 - v0 * v0)
-    if not np.all(delta0 > 0):
-        bad = np.flatnonzero(~(delta0 > 0))[:5].tolist()
-        raise ValueError(f"u0 and v0 must satisfy |u0_i| != |v0_i| for every i (balancedness "
-                         f"Delta0 = |u0^2 - v0^2| must be > 0), violated at coordinates {bad}")
-    return u0, v0
-
-
 def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, seed=0, tol=None,
                 gradient="auto"):
     """Validate hyperparameters into an :class:`MGDConfig`."""
@@ -150,13 +135,12 @@ def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, see
         raise TypeError(f"replace must be a bool, got {replace!r}")
     seed = as_int("seed", seed, low=0, high=2**63 - 1)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
-    if gradient not in GRADIENT_FORMS:
-        raise ValueError(f"gradient must be one of {GRADIENT_FORMS}, got {gradient!r}")
+    check_gradient_form(gradient)
     return MGDConfig(gamma, beta, steps, batch_size, bool(replace), seed, tol, gradient)
 
 
 class MGDRun(RunStateMixin):
-    """State of one MGD/SMGD run, advanced chunk by chunk (see :mod:`dlnmomentum._driver`).
+    """State of one MGD/SMGD run, advanced chunk by chunk (see :mod:`dlnmomentum.driver`).
 
     Besides the driver protocol, a run describes itself for stores:
     :meth:`description` (JSON-serialisable hyperparameters and record schedule;
@@ -178,14 +162,8 @@ class MGDRun(RunStateMixin):
         self.rng_state = np.zeros(4, dtype=np.uint64)
         _seed_state(config.seed, 0, self.rng_state)
         self.perm = np.arange(n, dtype=np.int64)
-        if config.batch_size is not None:
-            self.mode = K.MODE_MINIBATCH
-        elif config.gradient == "hessian" or (config.gradient == "auto" and d * d <= 2 * n * d):
-            self.mode = K.MODE_HESSIAN
-        else:
-            self.mode = K.MODE_DATA
-        cost = {K.MODE_HESSIAN: d * d, K.MODE_DATA: 2 * n * d}.get(self.mode, 2 * (config.batch_size or 1) * d)
-        self.chunk_steps = chunk_steps_for(cost + 40 * d)
+        self.mode = gradient_mode(config.gradient, n, d, minibatch=config.batch_size is not None)
+        self.chunk_steps = chunk_steps_for(gradient_cost(self.mode, n, d, config.batch_size) + 40 * d)
         self.schedule = np.zeros(0, dtype=np.int64) if schedule is None else schedule
         self.cursor = np.zeros(1, dtype=np.int64)
 
@@ -234,14 +212,10 @@ class MGDRun(RunStateMixin):
 
     # -- result --------------------------------------------------------------
     def finish(self, status, blocks=()):
-        f, i, c = self.fstate, self.istate, self.config
-        wp, wm = f[K.W_PLUS].copy(), f[K.W_MINUS].copy()
-        theta = 0.25 * (wp * wp - wm * wm)
-        one_minus_beta = 1.0 - c.beta
-        s_plus = (f[K.S_SUM_PLUS] + f[K.S_COMP_PLUS]) / one_minus_beta - np.log(np.abs(wp / self.w_plus0))
-        s_minus = (f[K.S_SUM_MINUS] + f[K.S_COMP_MINUS]) / one_minus_beta - np.log(np.abs(wm / self.w_minus0))
-        with np.errstate(over="ignore"):  # a diverged run may have huge S±
-            theta0_tilde = 0.25 * (self.w_plus0**2 * np.exp(-2 * s_plus) - self.w_minus0**2 * np.exp(-2 * s_minus))
+        c = self.config
+        f = derived_fields(self.fstate, self.istate, c.beta, self.w_plus0, self.w_minus0)
+        i = self.istate
+        wp, wm, theta = f["w_plus"], f["w_minus"], f["theta"]
         trajectory = None
         if len(self.schedule):
             trajectory = trajectory_from_blocks(list(blocks), self.problem.d, self.time_of_step)
@@ -251,16 +225,40 @@ class MGDRun(RunStateMixin):
             theta=readonly(theta), u=readonly(0.5 * (wp + wm)), v=readonly(0.5 * (wp - wm)),
             w_plus=readonly(wp), w_minus=readonly(wm),
             w_plus0=readonly(self.w_plus0), w_minus0=readonly(self.w_minus0),
-            delta0=readonly(np.abs(self.w_plus0 * self.w_minus0)), delta_inf=readonly(np.abs(wp * wm)),
-            s_plus=readonly(s_plus), s_minus=readonly(s_minus), theta0_tilde=readonly(theta0_tilde),
-            mirror=readonly(f[K.MIRROR_SUM] + f[K.MIRROR_COMP]),
+            delta0=readonly(np.abs(self.w_plus0 * self.w_minus0)), delta_inf=readonly(f["delta_inf"]),
+            s_plus=readonly(f["s_plus"]), s_minus=readonly(f["s_minus"]),
+            theta0_tilde=readonly(f["theta0_tilde"]), mirror=readonly(f["mirror"]),
             crossings_plus=readonly(i[K.CROSS_PLUS]), crossings_minus=readonly(i[K.CROSS_MINUS]),
             first_crossing_plus=readonly(i[K.FIRST_CROSS_PLUS]),
             first_crossing_minus=readonly(i[K.FIRST_CROSS_MINUS]),
             last_crossing_plus=readonly(i[K.LAST_CROSS_PLUS]), last_crossing_minus=readonly(i[K.LAST_CROSS_MINUS]),
-            min_delta=readonly(f[K.MIN_DELTA]),
+            min_delta=readonly(self.fstate[K.MIN_DELTA]),
             train_loss=self.problem.train_loss(theta), test_loss=self.problem.test_loss(theta),
             l1_norm=float(np.abs(theta).sum()), trajectory=trajectory, problem=self.problem)
+
+
+def derived_fields(fstate, istate, beta, w_plus0, w_minus0):
+    r"""Theorem 2's quantities from an MGD/SMGD kernel state (``fstate``/``istate`` in the kernels' layout).
+
+    With :math:`\Sigma_\pm` the kernel's compensated sums (Lemma 4, telescoped),
+    :math:`S_\pm = \Sigma_\pm/(1-\beta) - \ln|w_\pm/w_{\pm,0}|`,
+    :math:`\Delta_\infty = |w_+ w_-|` at the last iterate and
+    :math:`\tilde\theta_0 = (w_{+,0}^2 e^{-2S_+} - w_{-,0}^2 e^{-2S_-})/4`; ``mirror`` is the
+    variable of eq. (MGDmirror). Used by :meth:`MGDRun.finish` and by every sweep point, so a
+    sweep point and the single run agree bit for bit. A diverged state gives inf/NaN entries
+    without warnings (its status says why).
+    """
+    f = fstate
+    wp, wm = f[K.W_PLUS].copy(), f[K.W_MINUS].copy()
+    theta = 0.25 * (wp * wp - wm * wm)
+    one_minus_beta = 1.0 - beta
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        s_plus = (f[K.S_SUM_PLUS] + f[K.S_COMP_PLUS]) / one_minus_beta - np.log(np.abs(wp / w_plus0))
+        s_minus = (f[K.S_SUM_MINUS] + f[K.S_COMP_MINUS]) / one_minus_beta - np.log(np.abs(wm / w_minus0))
+        theta0_tilde = 0.25 * (w_plus0**2 * np.exp(-2 * s_plus) - w_minus0**2 * np.exp(-2 * s_minus))
+    return {"w_plus": wp, "w_minus": wm, "theta": theta, "delta_inf": np.abs(wp * wm), "s_plus": s_plus,
+            "s_minus": s_minus, "theta0_tilde": theta0_tilde, "mirror": f[K.MIRROR_SUM] + f[K.MIRROR_COMP],
+            "crossed": bool(istate[K.CROSS_PLUS].any() or istate[K.CROSS_MINUS].any())}
 
 
 def _init_state(w_plus0, w_minus0):
@@ -276,96 +274,15 @@ def _init_state(w_plus0, w_minus0):
     return fstate, istate, np.zeros(1, dtype=np.int64)
 
 
-def _check_problem(problem):
-    if not isinstance(problem, Problem):
-        raise TypeError(f"problem must be a dlnmomentum.Problem (see sparse_regression), got {type(problem).__name__}")
-
-
-def _check_record(record):
-    if record is not None and not isinstance(record, Record):
-        raise TypeError(f"record must be a dlnmomentum.Record or None, got {type(record).__name__}")
-
-
-def _auto_progress(progress, work):
-    if progress is None:
-        import sys
-
-        return bool(work > 2e10 and sys.stderr.isatty())
-    return bool(progress)
-
-
 def prepare_mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size=None,
                 replace=False, seed=0, tol=None, record=None, gradient="auto"):
     """Validate the arguments of :func:`mgd` and build its run object."""
-    _check_problem(problem)
-    _check_record(record)
+    check_problem(problem)
+    check_record(record)
     config = make_config(problem, gamma, beta, steps, batch_size, replace, seed, tol, gradient)
     u0, v0 = initial_weights(problem.d, alpha, u0, v0)
     schedule = record.step_schedule(config.steps) if record is not None else None
     return MGDRun(problem, config, u0, v0, schedule)
-
-
-def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size=None, replace=False,
-        seed=0, tol=None, record=None, progress=None, gradient="auto", store=None, overwrite=False,
-        checkpoint_every=60.0):
-    r"""Run heavy-ball MGD (or SMGD) on a 2-layer diagonal linear network.
-
-    .. math::
-        w_{k+1} = w_k - \gamma\nabla F_{B_k}(w_k) + \beta(w_k - w_{k-1}),\quad w_1 = w_0,
-
-    with ``w = (u, v)``, ``F(w) = L(u ⊙ v)`` (paper, eq. (MGD), eq. (SMGD:diag)).
-
-    Parameters
-    ----------
-    problem : Problem
-    gamma : float
-        Step size γ > 0.
-    beta : float
-        Momentum β in [0, 1).
-    steps : int
-        Number of updates (``steps=k`` ends at :math:`w_{k+1}`, like ``k`` calls of
-        ``torch.optim.SGD(lr=γ, momentum=β).step()``).
-    alpha : float
-        Initialisation scale of the default ``u0 = α·1, v0 = 0``.
-    u0, v0 : arrays (d,), optional
-        Any initialisation with ``|u0_i| != |v0_i|``.
-    batch_size : int, optional
-        SMGD batch size B in [1, n]; ``None`` (or ``n`` without replacement) is full batch.
-    replace : bool
-        Sample each batch with replacement (default: B distinct samples).
-    seed : int
-        Seed of the explicit batch-sampling state (xoshiro256**).
-    tol : float, optional
-        Stop at the first iterate whose train loss is ``<= tol`` (status ``converged``).
-    record : Record, optional
-        Schedule of recorded iterates (θ, w₊, w₋, Δ, train and test loss).
-    progress : bool, optional
-        tqdm progress bar; default: only for long runs on a terminal.
-    gradient : {"auto", "hessian", "data"}
-        Full-batch gradient form; ``auto`` picks the cheaper of ``Hθ - b`` (d²) and
-        ``Xᵀ(Xθ - y)/n`` (2nd).
-    store : str or path, optional
-        Stream the run to this HDF5 file (see :mod:`dlnmomentum.store`).
-    overwrite : bool
-        Allow replacing an existing ``store``.
-    checkpoint_every : float
-        Seconds of wall clock between checkpoints of a stored run.
-
-    Returns
-    -------
-    MGDResult
-        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``.
-    """
-    run = prepare_mgd(problem, gamma, beta, steps=steps, alpha=alpha, u0=u0, v0=v0, batch_size=batch_size,
-                      replace=replace, seed=seed, tol=tol, record=record, gradient=gradient)
-    progress = _auto_progress(progress, float(run.total) * problem.d * problem.d)
-    if store is not None:
-        from .store import run_with_store
-
-        return run_with_store(run, store, overwrite=overwrite, checkpoint_every=checkpoint_every,
-                              progress=progress)
-    status, blocks = drive(run, progress=progress, desc=run.config.kind)
-    return run.finish(status, blocks)
 
 
 def batch_indices(n, batch_size, steps, *, seed=0, replace=False):
@@ -374,8 +291,6 @@ def batch_indices(n, batch_size, steps, *, seed=0, replace=False):
     Draws from the same explicit random state as the kernel, for checking
     against independent implementations.
     """
-    from .kernels.rng import _fill_batches
-
     n = as_int("n", n, low=1)
     batch_size = as_int("batch_size", batch_size, low=1, high=n)
     steps = as_int("steps", steps, low=0)
@@ -387,28 +302,3 @@ def batch_indices(n, batch_size, steps, *, seed=0, replace=False):
     return out
 
 
-def heavy_ball_quadratic(A, c, x0, gamma, beta, steps):
-    """Heavy-ball MGD(γ, β) on the quadratic ``f(x) = ½xᵀAx - cᵀx`` from ``x1 = x0``.
-
-    The paper's Figure 1 setting (and a check of the update rule against the
-    closed form of the linear recurrence). ``A`` must be symmetric.
-
-    Returns
-    -------
-    x : array
-        The iterate after ``steps`` updates.
-    status : int
-        ``MAX_STEPS`` or ``DIVERGED``.
-    """
-    A = as_array("A", A, ndim=2)
-    d = A.shape[0]
-    if A.shape != (d, d) or not np.array_equal(A, A.T):
-        raise ValueError(f"A must be a symmetric square matrix, got shape {A.shape}")
-    c = as_array("c", c, ndim=1, shape=(d,))
-    x = as_array("x0", x0, ndim=1, shape=(d,))
-    gamma = as_float("gamma", gamma, low=0.0, low_open=True)
-    beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
-    steps = as_int("steps", steps, low=0)
-    x_prev = x.copy()
-    code = K._heavy_ball_quadratic(A, c, gamma, beta, x, x_prev, steps)
-    return x, (st.DIVERGED if code == K.DIVERGED else st.MAX_STEPS)

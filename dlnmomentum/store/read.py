@@ -12,9 +12,9 @@ import os
 import h5py
 import numpy as np
 
-from . import status as st
-from .results import Trajectory
-from .store_files import (
+from .. import status as st
+from ..results import Trajectory, trajectory_from_fields
+from .files import (
     Checkpoint,
     StoreCorruptError,
     StoreError,
@@ -25,7 +25,7 @@ from .store_files import (
     side_paths,
     to_jsonable,
 )
-from .store_format import (
+from .format import (
     FORMAT_NAME,
     FORMAT_VERSION,
     OBSERVABLE_INFO,
@@ -42,14 +42,6 @@ def _trajectory_field(result):
         if field.name == "trajectory" or isinstance(getattr(result, field.name), Trajectory):
             return field.name
     return None
-
-
-def _trajectory_from_arrays(fields):
-    base = [f.name for f in dataclasses.fields(Trajectory) if f.name != "extra"]
-    if not all(name in fields for name in base):
-        return None
-    extra = {k: v for k, v in fields.items() if k not in base}
-    return Trajectory(**{k: fields[k] for k in base}, extra=extra)
 
 
 def _read_series(f, schema, rows=None):
@@ -364,7 +356,7 @@ class Store:
         if not self._schema:
             return None
         with self._file() as f:
-            return _trajectory_from_arrays(_read_series(f, self._schema, self.rows))
+            return trajectory_from_fields(_read_series(f, self._schema, self.rows))
 
     @property
     def result(self):
@@ -514,7 +506,7 @@ def inspect_lines(path, store=None):
     return out
 
 
-def _inspect_json(path):
+def inspect_json(path):
     s = open_store(path)
     out = {"path": s.path, "file_size": s.file_size, "format": s.attrs.get("format"),
            "format_version": s.format_version, "kind": s.kind, "family": s.family, "state": s.state,
@@ -531,3 +523,10 @@ def _inspect_json(path):
     return out
 
 
+
+
+def file_kind(path):
+    """``"sweep"`` for a sweep store, the run kind (``"mgd"``, ``"mgf"`` ...) for a run store."""
+    f, _ = _open_h5(path)
+    with f:
+        return attr_str(f.attrs.get("kind", ""))

@@ -1,7 +1,6 @@
-r"""Continuous time: momentum gradient flow MGF(λ) and gradient flow, integrated by fixed-step RK4.
+r"""The flow run kind: MGF(λ) and gradient flow integrated by fixed-step RK4 (configuration, run, result).
 
-Public entry points: :func:`mgf`, :func:`gf` and :func:`mgf_from_mgd` (Proposition 1). The
-compiled kernel is :func:`dlnmomentum.kernels.flow._flow_advance`; its module docstring states
+The compiled kernel is :func:`dlnmomentum.kernels.flow._flow_advance`; its module docstring states
 the integrated system (Appendix B, eq. (w_mgf)), the extra integral components and the
 crossing search.
 
@@ -39,202 +38,34 @@ small-λ approximation of Appendix C.4 is
 (``delta_inf_small_lam``; the appendix's derivation, :math:`J_+ + J_- \approx 2G_2`; the
 main text's display has :math:`\Delta_\infty^2` and :math:`\Delta_0^2` on the two sides).
 
-Step size
----------
-The RK4 stability region on the negative real axis is ``[-RK4_REAL_LIMIT, 0]``
-(``RK4_REAL_LIMIT`` ≈ 2.785). The linearisation of MGF(λ) around a point has the modes
-:math:`\lambda s^2 + s + \kappa = 0` for every stiffness κ in the spectrum of
-:math:`\nabla^2 F` (in w-space): the fast damped mode :math:`s \approx -1/\lambda` (``h ≲ λ``)
-and, for :math:`\kappa > 1/(4\lambda)`, oscillatory modes of modulus :math:`\sqrt{\kappa/\lambda}`
-(``h ≲ √(λ/κ)``); gradient flow has :math:`s = -\kappa` (``h ≲ 1/κ``). At a point with
-:math:`\nabla L = 0` the stiffness is the largest eigenvalue of :math:`S H S`,
-:math:`S = \mathrm{diag}((4\theta^2 + \Delta^2)^{1/4})`, which depends on where the run goes:
-:func:`stiffness_estimate` evaluates it at the initialisation and at the minimum-ℓ1 and
-minimum-ℓ2 interpolators (with the initial balancedness), and takes the largest.
-
-* A user-given ``h`` is rejected (``ValueError`` naming ``h`` and the allowed range) when it is
-  outside the stability region for that estimate, :func:`max_stable_step`.
-* The default ``h`` is :func:`default_step`: with the transient stiffness
-  ``κ' = TRANSIENT_FACTOR·κ`` (momentum overshoots; transients reach about twice the limit's
-  ``w²``), ``min(max_stable_step(λ, κ')/4, 0.4/κ')``. On the paper's problem this keeps θ
-  within about 1e-10 of a DOP853 (rtol 1e-12) solution for λ up to 3 and for gradient flow.
-* Most of the integration error of a run from a small initialisation is made while the
-  weights escape from it (the first few time units). ``refine_start=(t, m)`` integrates the
-  grid steps in ``[0, t)`` with ``m`` RK4 steps each, on the same output grid. The default
-  ``"auto"`` uses ``m = 8`` up to ``3·τ + 5λ``, where τ is the escape time of the fastest
-  coordinate from :math:`|w_0|^2` to the scale of the interpolators; ``None`` disables it.
-  Every step is still a classic RK4 step of a fixed size.
-
-A run also monitors the largest :math:`w^2` it visits and warns (``RuntimeWarning``) when the
-final point's linearisation is outside the stability region of the step used.
+The step-size policy (stability region, default step, refined start) is
+:mod:`dlnmomentum.runs.stepping`; users call :func:`dlnmomentum.mgf`, :func:`dlnmomentum.gf`
+and :func:`dlnmomentum.mgf_from_mgd` (:mod:`dlnmomentum.api`), which build a :class:`FlowRun`
+with :func:`prepare_flow` / :func:`prepare_mgf_from_mgd`.
 """
 
-import functools
 import math
 import warnings
-import weakref
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from ._driver import RunStateMixin, chunk_steps_for, drive
-from .kernels import flow as K
-from .kernels import mgd as KM
-from .mgd import _auto_progress, _check_problem, _check_record, initial_weights
-from .results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
-from .validate import as_array, as_float, as_int
-
-__all__ = [
-    "DEFAULT_STEP_FRACTION", "DEFAULT_STEP_SCALE", "FlowConfig", "FlowResult", "FlowRun", "RK4_REAL_LIMIT",
-    "TRANSIENT_FACTOR",
-    "default_step", "gf", "max_stable_step", "mgd_time", "mgf", "mgf_from_mgd", "prepare_flow",
-    "rk4_amplification", "stiffness_estimate",
-]
-
-GRADIENT_FORMS = ("auto", "hessian", "data")
-
-#: Transient factor on the stiffness estimate used by the default step (max w² along momentum
-#: trajectories reaches about twice its limit value on the paper's problems).
-TRANSIENT_FACTOR = 2.5
-#: The default step is at most the stability limit (for the transient stiffness) divided by this ...
-DEFAULT_STEP_FRACTION = 4.0
-#: ... and at most this over the transient stiffness (the time scale of the stiffest direction).
-DEFAULT_STEP_SCALE = 0.4
-#: Substeps of the automatic start refinement.
-AUTO_START_SUBSTEPS = 8
-#: Capacity of the crossing-time log (first crossings kept; all are counted).
-DEFAULT_MAX_CROSSINGS = 1000
-
-
-def rk4_amplification(z):
-    """Amplification factor R(z) = 1 + z + z²/2 + z³/6 + z⁴/24 of classic RK4 on y' = s·y, z = h·s."""
-    z = np.asarray(z)
-    return 1.0 + z * (1.0 + z * (0.5 + z * (1.0 / 6.0 + z / 24.0)))
-
-
-def _real_limit():
-    # R(-x) = 1 at the end of the real stability interval; R(-x) - 1 = -x(1 - x/2 + x²/6 - x³/24)
-    roots = np.roots([-1.0 / 24.0, 1.0 / 6.0, -0.5, 1.0])
-    return float(min(r.real for r in roots if abs(r.imag) < 1e-12 and r.real > 0))
-
-
-#: RK4 is stable on the negative real axis for h·|s| <= RK4_REAL_LIMIT (≈ 2.7853).
-RK4_REAL_LIMIT = _real_limit()
-
-
-def _stable(h, lam, kappa, samples=257):
-    """Is |R(h s)| <= 1 for every mode s of the linearised flow with stiffness in [0, kappa]?"""
-    tol = 1e-12
-    if lam == 0.0:
-        return h * kappa <= RK4_REAL_LIMIT
-    if h / lam > RK4_REAL_LIMIT:  # the real segment [-1/λ, 0] (fast damped mode, K, Q)
-        return False
-    if 4.0 * lam * kappa <= 1.0:
-        return True
-    top = math.sqrt(4.0 * lam * kappa - 1.0) / (2.0 * lam)
-    z = h * (-1.0 / (2.0 * lam) + 1j * np.linspace(0.0, top, samples))
-    return bool(np.all(np.abs(rk4_amplification(z)) <= 1.0 + tol))
-
-
-def max_stable_step(lam, kappa):
-    """Largest RK4 step stable for every linear mode of MGF(λ) (λ = 0: gradient flow) with stiffness ≤ κ.
-
-    The modes are the roots of :math:`\\lambda s^2 + s + \\kappa' = 0`, :math:`0 \\le \\kappa' \\le \\kappa`
-    (for λ = 0: :math:`s = -\\kappa'`); the step is found by bisection on the RK4
-    amplification factor :func:`rk4_amplification` (relative precision 2⁻⁴⁵).
-    """
-    return _max_stable_step(float(lam), max(float(kappa), 0.0))
-
-
-@functools.lru_cache(maxsize=256)
-def _max_stable_step(lam, kappa):
-    if lam == 0.0:
-        return math.inf if kappa == 0.0 else RK4_REAL_LIMIT / kappa
-    hi = RK4_REAL_LIMIT * lam
-    if _stable(hi, lam, kappa):
-        return hi
-    lo = 0.0
-    for _ in range(45):
-        mid = 0.5 * (lo + hi)
-        if _stable(mid, lam, kappa):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-_INTERPOLATORS = weakref.WeakKeyDictionary()
-
-
-def _interpolators(problem):
-    """Minimum-ℓ2 and (when the LP succeeds) minimum-ℓ1 interpolators, cached per problem."""
-    cached = _INTERPOLATORS.get(problem)
-    if cached is None:
-        from scipy.optimize import linprog
-
-        X, y = problem.X, problem.y
-        cached = [np.linalg.lstsq(X, y, rcond=None)[0]]
-        d = problem.d
-        res = linprog(np.ones(2 * d), A_eq=np.hstack([X, -X]), b_eq=y, bounds=[(0, None)] * (2 * d),
-                      method="highs")
-        if res.status == 0:
-            cached.append(res.x[:d] - res.x[d:])
-        _INTERPOLATORS[problem] = cached
-    return cached
-
-
-def _stiffness_at(hessian, theta, delta):
-    """Largest eigenvalue of the w-space Hessian of F at a point with ∇L = 0: λmax(S H S)."""
-    from scipy.linalg import eigh
-
-    s = (4.0 * theta * theta + delta * delta) ** 0.25
-    M = hessian * s[:, None] * s[None, :]
-    d = M.shape[0]
-    return float(eigh(M, eigvals_only=True, subset_by_index=[d - 1, d - 1])[0])
-
-
-def stiffness_estimate(problem, u0, v0):
-    r"""Stiffness κ of F = L(u ⊙ v) expected along a run from ``(u0, v0)`` (see the module docstring).
-
-    The largest eigenvalue of :math:`S H S`, :math:`S = \mathrm{diag}((4\theta^2 + \Delta_0^2)^{1/4})`, at
-    θ = u0 ⊙ v0 and at the minimum-ℓ1 and minimum-ℓ2 interpolators, :math:`\Delta_0 = |u_0^2 - v_0^2|`.
-    """
-    u0 = np.asarray(u0, dtype=float)
-    v0 = np.asarray(v0, dtype=float)
-    delta0 = np.abs(u0 * u0 - v0 * v0)
-    H = problem.hessian
-    kappa = _stiffness_at(H, u0 * v0, delta0)
-    for theta in _interpolators(problem):
-        kappa = max(kappa, _stiffness_at(H, theta, delta0))
-    return kappa
-
-
-def default_step(lam, kappa):
-    """The default grid step for MGF(λ) (λ = 0: gradient flow) at stiffness estimate κ.
-
-    ``min(max_stable_step(λ, κ') / DEFAULT_STEP_FRACTION, DEFAULT_STEP_SCALE / κ')`` with the
-    transient stiffness ``κ' = TRANSIENT_FACTOR·κ``: a quarter of the stability limit (which is
-    ≈ 2.79λ when the fast damped mode dominates, small λ) and at most 0.4 of the time scale 1/κ'
-    (which is what keeps the weakly damped oscillations of larger λ accurate: the stability
-    limit ≈ 2.6√(λ/κ') would leave them under-resolved).
-    """
-    kappa = TRANSIENT_FACTOR * max(float(kappa), 0.0)
-    h = max_stable_step(lam, kappa) / DEFAULT_STEP_FRACTION
-    return min(h, DEFAULT_STEP_SCALE / kappa) if kappa > 0.0 else h
-
-
-def _escape_time(problem, lam, u0, v0):
-    """Time for the fastest coordinate to grow from |w0|² to the interpolators' scale (start refinement)."""
-    w2 = np.maximum((u0 + v0) ** 2, (u0 - v0) ** 2)
-    rate = float(np.abs(problem.b).max())
-    if rate == 0.0:
-        return 0.0
-    if lam > 0.0:
-        rate = (math.sqrt(1.0 + 4.0 * lam * rate) - 1.0) / (2.0 * lam)
-    scale = max(4.0 * float(np.abs(t).max()) for t in _interpolators(problem))
-    ratio = scale / max(float(w2.min()), 1e-300)
-    return max(math.log(ratio), 0.0) / (2.0 * rate) if ratio > 1.0 else 0.0
+from ..driver import RunStateMixin, chunk_steps_for
+from ..kernels import flow as K
+from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
+from ..status import DIVERGED
+from ..validate import as_array, as_float, as_int
+from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
+from .stepping import (
+    DEFAULT_MAX_CROSSINGS,
+    default_step,
+    max_stable_step,
+    start_refinement,
+    stiffness_at,
+    stiffness_estimate,
+    uniform_grid,
+)
 
 
 class FlowConfig(NamedTuple):
@@ -399,9 +230,9 @@ class FlowResult(ResultMixin):
 
 
 class FlowRun(RunStateMixin):
-    """State of one MGF(λ) / gradient-flow run, advanced chunk by chunk (see :mod:`dlnmomentum._driver`).
+    """State of one MGF(λ) / gradient-flow run, advanced chunk by chunk (see :mod:`dlnmomentum.driver`).
 
-    Follows the protocol of :class:`dlnmomentum.mgd.MGDRun`: ``total`` and ``done`` count grid
+    Follows the protocol of :class:`dlnmomentum.runs.mgd.MGDRun`: ``total`` and ``done`` count grid
     steps, ``time_of_step(s) = s·h``; :meth:`description` and :meth:`rebuild` let a store
     recreate the run (the initial velocity is part of the description).
     """
@@ -431,12 +262,8 @@ class FlowRun(RunStateMixin):
         self.log_time = np.full(cap, np.nan)
         self.log_coord = np.full(cap, -1, dtype=np.int64)
         self.log_sign = np.zeros(cap, dtype=np.int64)
-        n = problem.n
-        if config.gradient == "hessian" or (config.gradient == "auto" and d * d <= 2 * n * d):
-            self.mode = KM.MODE_HESSIAN
-        else:
-            self.mode = K.MODE_DATA
-        cost = 4 * ({KM.MODE_HESSIAN: d * d, K.MODE_DATA: 2 * n * d}[self.mode] + 50 * d)
+        self.mode = gradient_mode(config.gradient, problem.n, d)
+        cost = 4 * (gradient_cost(self.mode, problem.n, d) + 50 * d)
         self.chunk_steps = chunk_steps_for(cost)
         self.schedule = (np.zeros(0, dtype=np.int64) if schedule is None
                          else np.asarray(schedule, dtype=np.int64))
@@ -537,9 +364,9 @@ class FlowRun(RunStateMixin):
         kept = min(n_cross, len(self.log_time))
         order = np.argsort(self.log_time[:kept], kind="stable")
         h_stable = max_stable_step(lam, c.kappa) if math.isfinite(c.kappa) else float("nan")
-        final_kappa = _stiffness_at(self.problem.hessian, theta, np.abs(wp * wm))
+        final_kappa = stiffness_at(self.problem.hessian, theta, np.abs(wp * wm))
         h_final = max_stable_step(lam, final_kappa) if final_kappa > c.kappa else math.inf
-        if int(status) != 3 and c.h > h_final * (1.0 + 1e-9):
+        if status != DIVERGED and c.h > h_final * (1.0 + 1e-9):
             warnings.warn(f"h = {c.h:.4g} is outside the RK4 stability region of the linearisation at the "
                           f"final point (stiffness {final_kappa:.4g}, stable for h <= {h_final:.4g}); the "
                           "result is not reliable: rerun with a smaller h", RuntimeWarning, stacklevel=3)
@@ -597,44 +424,13 @@ def _initial_velocity(d, u_dot0, v_dot0):
     return u_dot0, v_dot0
 
 
-def _grid(t_max, h):
-    """Whole number of grid steps covering [0, t_max] with a step <= h; the step actually used."""
-    n_steps = max(1, math.ceil(t_max / h * (1.0 - 1e-12)))
-    return n_steps, t_max / n_steps
-
-
-def _start_refinement(refine_start, problem, lam, u0, v0, t_max, h):
-    """(start_steps, start_substeps) from the ``refine_start`` argument."""
-    if refine_start is None or refine_start is False:
-        return 0, 1
-    if isinstance(refine_start, str):
-        if refine_start != "auto":
-            raise ValueError(f"refine_start must be 'auto', None or a pair (t, substeps), "
-                             f"got {refine_start!r}")
-        t_start = 3.0 * _escape_time(problem, lam, u0, v0) + 5.0 * lam
-        substeps = AUTO_START_SUBSTEPS
-    else:
-        try:
-            t_start, substeps = refine_start
-        except (TypeError, ValueError):
-            raise TypeError(f"refine_start must be 'auto', None or a pair (t, substeps), "
-                            f"got {refine_start!r}") from None
-        t_start = as_float("refine_start[0] (time)", t_start, low=0.0)
-        substeps = as_int("refine_start[1] (substeps)", substeps, low=1, high=10**6)
-    steps = min(math.ceil(t_start / h * (1.0 - 1e-12)), math.ceil(t_max / h * (1.0 - 1e-12)))
-    if steps <= 0 or substeps == 1:
-        return 0, 1
-    return int(steps), int(substeps)
-
-
 def make_config(problem, lam, t_max, h, u0, v0, tol=None, gradient="auto", refine_start="auto",
                 max_crossings=DEFAULT_MAX_CROSSINGS):
     """Validate the settings of a flow into a :class:`FlowConfig` (λ = 0: gradient flow)."""
     lam = as_float("lam", lam, low=0.0)
     t_max = as_float("t_max", t_max, low=0.0, low_open=True)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
-    if gradient not in GRADIENT_FORMS:
-        raise ValueError(f"gradient must be one of {GRADIENT_FORMS}, got {gradient!r}")
+    check_gradient_form(gradient)
     max_crossings = as_int("max_crossings", max_crossings, low=0, high=10**8)
     kappa = stiffness_estimate(problem, u0, v0)
     h_max = max_stable_step(lam, kappa)
@@ -648,8 +444,8 @@ def make_config(problem, lam, t_max, h, u0, v0, tol=None, gradient="auto", refin
                              f"outside the RK4 stability region (stiffness estimate kappa = {kappa:.4g}; "
                              "fast mode -1/lambda, oscillatory modes sqrt(kappa/lambda)); see "
                              "dlnmomentum.flow.max_stable_step")
-    n_steps, h = _grid(t_max, h)
-    start_steps, substeps = _start_refinement(refine_start, problem, lam, u0, v0, t_max, h)
+    n_steps, h = uniform_grid(t_max, h)
+    start_steps, substeps = start_refinement(refine_start, problem, lam, u0, v0, t_max, h)
     return FlowConfig(lam=lam, t_max=t_max, h=h, n_steps=n_steps, tol=tol, gradient=gradient,
                       start_steps=start_steps, start_substeps=substeps, max_crossings=max_crossings,
                       kappa=kappa)
@@ -659,94 +455,13 @@ def prepare_flow(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u
                  tol=None, record=None, gradient="auto", refine_start="auto",
                  max_crossings=DEFAULT_MAX_CROSSINGS):
     """Validate the arguments of :func:`mgf` (``lam = 0``: :func:`gf`) and build the run object."""
-    _check_problem(problem)
-    _check_record(record)
+    check_problem(problem)
+    check_record(record)
     u0, v0 = initial_weights(problem.d, alpha, u0, v0)
     u_dot0, v_dot0 = _initial_velocity(problem.d, u_dot0, v_dot0)
     config = make_config(problem, lam, t_max, h, u0, v0, tol, gradient, refine_start, max_crossings)
     schedule = record.step_schedule(config.n_steps, h=config.h) if record is not None else None
     return FlowRun(problem, config, u0, v0, u_dot0, v_dot0, schedule)
-
-
-def _run(run, progress, store, overwrite, checkpoint_every):
-    progress = _auto_progress(progress, 4.0 * float(run.total) * run.problem.d * run.problem.d)
-    if store is not None:
-        from .store import run_with_store
-
-        return run_with_store(run, store, overwrite=overwrite, checkpoint_every=checkpoint_every,
-                              progress=progress)
-    status, blocks = drive(run, progress=progress, desc=run.kind)
-    return run.finish(status, blocks)
-
-
-def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=None, v_dot0=None, tol=None,
-        record=None, progress=None, gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS,
-        store=None, overwrite=False, checkpoint_every=60.0):
-    r"""Integrate momentum gradient flow MGF(λ) on a 2-layer diagonal linear network with fixed-step RK4.
-
-    .. math::
-        \lambda\ddot w_\pm + \dot w_\pm \pm \nabla L(\theta)\odot w_\pm = 0,\qquad
-        \theta = (w_+^2 - w_-^2)/4 = u\odot v
-
-    (paper, eq. (MGF:diag); Appendix B, eq. (w_mgf)), together with the integrals
-    :math:`J_\pm, K_\pm, P, Q, G_2` and every sign crossing of :math:`w_\pm` (see the module
-    docstring).
-
-    Parameters
-    ----------
-    problem : Problem
-    lam : float
-        λ ≥ 0; ``lam = 0`` is gradient flow (:func:`gf`).
-    t_max : float
-        End time > 0.
-    h : float, optional
-        Grid step; rounded down so that ``t_max`` is a whole number of steps. Must lie in
-        the RK4 stability region (:func:`max_stable_step` for :func:`stiffness_estimate`).
-        Default: :func:`default_step`.
-    alpha : float
-        Initialisation scale of the default ``u0 = α·1``, ``v0 = 0``.
-    u0, v0 : arrays (d,), optional
-        Any initialisation with ``|u0_i| != |v0_i|``.
-    u_dot0, v_dot0 : arrays (d,), optional
-        Initial velocity (default zero, as in the paper).
-    tol : float, optional
-        Stop at the first grid point whose train loss is ``<= tol`` (status ``converged``).
-    record : Record, optional
-        Recorded grid points (``every``/``times`` in time units); rows carry θ, w₊, w₋, Δ,
-        the losses and, in ``trajectory.extra``, the velocities ``w_plus_dot``/``w_minus_dot``.
-    progress : bool, optional
-        tqdm progress bar; default: only for long runs on a terminal.
-    gradient : {"auto", "hessian", "data"}
-        Gradient form, as in :func:`dlnmomentum.mgd`.
-    refine_start : "auto", None or (float, int)
-        ``(t, m)``: grid steps in ``[0, t)`` are made of ``m`` RK4 steps each.
-    max_crossings : int
-        Capacity of the crossing-time log.
-    store, overwrite, checkpoint_every
-        Stream the run to an HDF5 file (see :mod:`dlnmomentum.store`).
-
-    Returns
-    -------
-    FlowResult
-        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``.
-    """
-    run = prepare_flow(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0,
-                       v_dot0=v_dot0, tol=tol, record=record, gradient=gradient, refine_start=refine_start,
-                       max_crossings=max_crossings)
-    return _run(run, progress, store, overwrite, checkpoint_every)
-
-
-def gf(problem, *, t_max, h=None, alpha=0.01, u0=None, v0=None, tol=None, record=None, progress=None,
-       gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS, store=None, overwrite=False,
-       checkpoint_every=60.0):
-    r"""Integrate gradient flow :math:`\dot w_\pm = \mp\nabla L(\theta)\odot w_\pm` (MGF with λ = 0) by RK4.
-
-    Same arguments and result as :func:`mgf` (no initial velocity). Δ_t = Δ_0 along the exact
-    flow; ``J± = G₂ = ∫∇L²``, ``K = Q = 0`` and ``I± = 0``.
-    """
-    run = prepare_flow(problem, 0.0, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, tol=tol, record=record,
-                       gradient=gradient, refine_start=refine_start, max_crossings=max_crossings)
-    return _run(run, progress, store, overwrite, checkpoint_every)
 
 
 def mgd_time(step, gamma, beta):
@@ -756,9 +471,9 @@ def mgd_time(step, gamma, beta):
     return np.asarray(step, dtype=np.float64) * (gamma / (1.0 - beta))
 
 
-def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=None, v0=None, u1=None,
-                 v1=None, tol=None, record=None, progress=None, gradient="auto", refine_start="auto",
-                 max_crossings=DEFAULT_MAX_CROSSINGS, store=None, overwrite=False, checkpoint_every=60.0):
+def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=None, v0=None, u1=None,
+                         v1=None, tol=None, record=None, gradient="auto", refine_start="auto",
+                         max_crossings=DEFAULT_MAX_CROSSINGS):
     r"""The MGF(λ) run that MGD(γ, β) discretises (Proposition 1), up to the time of MGD step ``steps``.
 
     λ = γ/(1-β)², ε = γ/(1-β), ``t_max = steps·ε`` (:func:`mgd_time`); the initial velocity is
@@ -766,13 +481,13 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
     ``w_1 = w_0``, as in :func:`dlnmomentum.mgd`, hence zero velocity). The grid step is
     ``ε/substeps`` (default: the smallest whole number of substeps giving a step below
     :func:`default_step`), so MGD step ``k`` is grid step ``k·substeps``; ``record`` is
-    given in MGD steps.
+    given in MGD steps. Validates the arguments of :func:`dlnmomentum.mgf_from_mgd` and builds its run.
     """
     gamma = as_float("gamma", gamma, low=0.0, low_open=True)
     beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
     steps = as_int("steps", steps, low=1)
-    _check_problem(problem)
-    _check_record(record)
+    check_problem(problem)
+    check_record(record)
     lam = gamma / (1.0 - beta) ** 2
     eps = gamma / (1.0 - beta)
     u0, v0 = initial_weights(problem.d, alpha, u0, v0)
@@ -793,62 +508,4 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
         run = FlowRun(problem, config, u0, v0, u_dot0, v_dot0)
     if record is not None:
         run.schedule = record.step_schedule(steps) * substeps
-    return _run(run, progress, store, overwrite, checkpoint_every)
-
-
-# -- command line ------------------------------------------------------------------------------------
-
-def _cmd_flow(args):
-    import json
-    import sys
-
-    from .cli import problem_from_args, record_from_args, to_jsonable
-
-    problem = problem_from_args(args)
-    refine = None if args.no_refine_start else "auto"
-    if args.gf:
-        result = gf(problem, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
-                    record=record_from_args(args), progress=not args.no_progress and sys.stderr.isatty(),
-                    refine_start=refine, store=args.store, overwrite=args.overwrite)
-    else:
-        if args.lam is None:
-            raise ValueError("lam is required for MGF (give --lam LAMBDA, or --gf for gradient flow)")
-        result = mgf(problem, args.lam, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
-                     record=record_from_args(args), progress=not args.no_progress and sys.stderr.isatty(),
-                     refine_start=refine, store=args.store, overwrite=args.overwrite)
-    if args.json:
-        out = to_jsonable(result.to_dict())
-        out["status_name"] = result.status_name
-        out["message"] = result.message
-        json.dump(out, sys.stdout, allow_nan=True)
-        sys.stdout.write("\n")
-    else:
-        print(problem.summary())
-        print(result.summary())
-    return 0 if result.status_name in ("converged", "max_steps") else 1
-
-
-def register_cli(subparsers):
-    """Add the ``dlnm flow`` sub-command."""
-    from .cli import add_problem_arguments
-
-    p = subparsers.add_parser(
-        "flow", help="integrate momentum gradient flow MGF(lambda) or gradient flow (RK4)",
-        description="Integrate MGF(lambda): lambda w'' + w' + grad F(w) = 0 (or gradient flow with --gf) "
-                    "on a 2-layer diagonal linear network by fixed-step RK4, with the paper's integrals and "
-                    "every sign crossing of w+ and w-, and print a summary.")
-    p.add_argument("--lam", type=float, default=None, help="lambda > 0 (MGF parameter)")
-    p.add_argument("--gf", action="store_true", help="gradient flow (lambda = 0) instead of MGF")
-    p.add_argument("--t-max", type=float, required=True, help="end time > 0")
-    p.add_argument("--h", type=float, default=None, help="RK4 step (default: from lambda and the curvature)")
-    p.add_argument("--alpha", type=float, default=0.01, help="initialisation scale (u0 = alpha, v0 = 0)")
-    p.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol")
-    p.add_argument("--no-refine-start", action="store_true", help="no refined steps at the start")
-    p.add_argument("--record-log", type=int, default=None, help="record ~N log-spaced grid points")
-    p.add_argument("--record-every", type=float, default=None, help="record every T time units")
-    p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --store file")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_problem_arguments(p)
-    p.set_defaults(func=_cmd_flow)
+    return run

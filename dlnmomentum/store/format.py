@@ -13,14 +13,14 @@ import zlib
 import h5py
 import numpy as np
 
-from .store_files import (
+from .files import (
     Checkpoint,
     StoreError,
     attr_str,
-    class_path,
     dumps,
-    resolve,
+    resolve_type,
     to_jsonable,
+    type_name,
 )
 
 FORMAT_NAME = "dlnmomentum-run"
@@ -237,7 +237,7 @@ def write_problem(f, dims, problem):
 def read_problem(g):
     import warnings
 
-    from .problem import Problem
+    from ..problem import Problem
 
     def arr(name):
         return np.asarray(g[name][()])
@@ -437,7 +437,7 @@ def write_final(f, dims, result, trajectory_type, problem_type, *, complete=True
     g = f.create_group("final", track_order=True) if fresh else f["final"]
     previous = {} if fresh else json.loads(attr_str(g.attrs.get("types", "{}")))
     types, classes, none_fields, fields = {}, {}, [], {}
-    attrs = {"result_class": class_path(result)}
+    attrs = {"result_class": type_name(result)}
     for field in dataclasses.fields(result):
         name, value = field.name, getattr(result, field.name)
         if isinstance(value, trajectory_type):
@@ -485,7 +485,7 @@ def update_final_in_place(handles, result, trajectory_type, problem_type):
     mode). Returns False, possibly after some writes, when the stored layout does not
     fit the result (then :func:`write_final` rewrites it after a normal reopen).
     """
-    if handles is None or handles["result_class"] != class_path(result):
+    if handles is None or handles["result_class"] != type_name(result):
         return False
     fields = handles["fields"]
     classes, none_fields, writes, seen = {}, [], [], set()
@@ -533,10 +533,10 @@ def _encode_value(name, value, classes):
             return "bool_array", value.astype(np.int8)
         return "array", value
     if isinstance(value, tuple) and hasattr(value, "_asdict"):
-        classes[name] = class_path(value)
+        classes[name] = type_name(value)
         return "namedtuple", dumps(value._asdict())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        classes[name] = class_path(value)
+        classes[name] = type_name(value)
         return "dataclass", dumps(dataclasses.asdict(value))
     if isinstance(value, (dict, list, tuple)):
         return {dict: "json", list: "json_list"}.get(type(value), "json_tuple"), dumps(value)
@@ -575,9 +575,9 @@ def _delete_dataset(g, name):
 
 def read_final(g):
     """(result class, {field: value}) for the stored fields (trajectory/problem excluded)."""
-    from .results import readonly
+    from ..results import readonly
 
-    cls = resolve(attr_str(g.attrs["result_class"]), "result class")
+    cls = resolve_type(attr_str(g.attrs["result_class"]), "result class")
     out = {name: None for name in json.loads(attr_str(g.attrs.get("none_fields", "[]")))}
     types = json.loads(attr_str(g.attrs.get("types", "{}")))
     classes = json.loads(attr_str(g.attrs.get("classes", "{}")))
@@ -599,7 +599,7 @@ def read_final(g):
         elif kind == "bool_array":
             out[name] = readonly(ds[()].astype(bool))
         elif kind in ("namedtuple", "dataclass"):
-            out[name] = resolve(classes[name], "field class")(**json.loads(ds.asstr()[()]))
+            out[name] = resolve_type(classes[name], "field class")(**json.loads(ds.asstr()[()]))
         elif kind == "json":
             out[name] = json.loads(ds.asstr()[()])
         elif kind == "json_list":

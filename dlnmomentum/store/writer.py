@@ -44,38 +44,32 @@ from concurrent.futures import ThreadPoolExecutor
 import h5py
 import numpy as np
 
-from . import status as st
-from ._driver import Stopwatch, deferred_signals, drive
-from .record import SCALAR_FIELDS, VECTOR_FIELDS
-from .results import Trajectory
-from .store_files import (
+from .. import status as st
+from ..driver import Stopwatch, deferred_signals, drive
+from ..results import Trajectory, block_fields, trajectory_from_fields
+from ..runs import registry
+from ..validate import as_float
+from .files import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_VERSION,
     Checkpoint,
-    StoreCorruptError,
     StoreError,
     StoreExistsError,
-    StoreLockedError,
     WriterLock,
     attr_str,
-    class_path,
-    clear_status_flags,
     fsync_dir,
     fsync_file,
-    resolve,
     side_paths,
     signals_blocked,
-    to_jsonable,
+    type_name,
     utc_now,
     write_checkpoint_file,
 )
-from .store_format import (
+from .format import (
     FORMAT_NAME,
     FORMAT_VERSION,
     Dims,
-    _product,
     create_observables,
-    delete_group,
     encode_chunks,
     final_handles,
     schema_from_fields,
@@ -86,40 +80,14 @@ from .store_format import (
     write_final,
     write_problem,
 )
-from .store_read import (
-    Observable,
-    Store,
-    _check_readable,
-    _checkpoints,
-    _inspect_json,
-    _open_h5,
-    _read_plan,
+from .read import (
     _read_series,
     _store_path,
     _trajectory_field,
-    _trajectory_from_arrays,
-    inspect_lines,
-    open_store,
 )
-from .validate import as_float
 
-__all__ = [
-    "RUN_FAMILIES", "FORMAT_NAME", "FORMAT_VERSION", "Observable", "Store", "StoreCorruptError", "StoreError",
-    "StoreExistsError", "StoreLockedError", "inspect_lines", "open_store", "register_cli", "resume",
-    "run_with_store",
-]
+__all__ = ["run_with_store"]
 
-#: Run families a store can rebuild: ``run.family`` -> "module:RunClass" (imported on use).
-#: MGD/SMGD runs are family "mgd"; MGF(λ) and gradient flow share the family "flow"
-#: (kinds "mgf", "gf"); "mgf"/"gf" are accepted as family names too.
-RUN_FAMILIES = {
-    "mgd": "dlnmomentum.mgd:MGDRun",
-    "flow": "dlnmomentum.flow:FlowRun",
-    "mgf": "dlnmomentum.flow:FlowRun",
-    "gf": "dlnmomentum.flow:FlowRun",
-}
-
-TERMINAL = (st.CONVERGED, st.MAX_STEPS, st.DIVERGED)
 
 #: A stored run keeps its recorded blocks in memory for the returned result while they
 #: take less than this; beyond, it drops them and reads the trajectory back at the end.
@@ -129,8 +97,6 @@ MAX_COLLECT_BYTES = 256 * 2**20
 #: (memory stays bounded when compression is slower than the run records).
 MAX_QUEUED_BYTES = 64 * 2**20
 
-#: Record-buffer keys of the kernels that are not themselves recorded fields.
-_BLOCK_LAYOUT_KEYS = ("step", "vectors", "losses")
 
 #: Test hook: called with a point name ("chunk", "checkpoint:flush", "checkpoint:write",
 #: "checkpoint:done", "close:start", "close:reopen", "close:done"); tests kill the writer there.
@@ -140,33 +106,6 @@ _TEST_HOOK = None
 def _hook(point):
     if _TEST_HOOK is not None:
         _TEST_HOOK(point)
-
-
-# -- recorded fields of a run ------------------------------------------------------------------
-
-def record_fields(run, block, rows):
-    """Name -> array ``(rows, ...)`` of one record block: ``step``, ``time``, then the fields.
-
-    A run may define ``record_fields(block, rows)``; otherwise the block is read like
-    :func:`dlnmomentum.results.trajectory_from_blocks` does, every key besides the
-    kernel buffers (``step``, ``vectors``, ``losses``) being an extra field.
-    (The arrays may be views of the block.)
-    """
-    custom = getattr(run, "record_fields", None)
-    if custom is not None:
-        fields = dict(custom(block, rows))
-        out = {"step": fields.pop("step"), "time": fields.pop("time")}
-        out.update(fields)
-        return out
-    # The mapping of trajectory_from_blocks, without its read-only copies (rows are copied
-    # when they are cut into chunks).
-    step = block["step"][:rows]
-    out = {"step": step, "time": np.asarray(run.time_of_step(step), dtype=np.float64)}
-    vectors, losses = block["vectors"][:rows], block["losses"][:rows]
-    out.update({name: vectors[:, i] for i, name in enumerate(VECTOR_FIELDS)})
-    out.update({name: losses[:, i] for i, name in enumerate(SCALAR_FIELDS)})
-    out.update({k: block[k][:rows] for k in block if k not in _BLOCK_LAYOUT_KEYS})
-    return out
 
 
 def _versions():
@@ -182,7 +121,7 @@ def _versions():
 # -- the writer -------------------------------------------------------------------------------
 
 class _Writer:
-    """The sink of :func:`dlnmomentum._driver.drive` for a stored run.
+    """The sink of :func:`dlnmomentum.driver.drive` for a stored run.
 
     One worker thread owns the HDF5 file: it creates the layout, compresses and
     writes chunks, flushes and writes checkpoints, in the order the main thread
@@ -298,7 +237,7 @@ class _Writer:
 
     # -- driver protocol --------------------------------------------------------------------
     def append(self, block, rows):
-        fields = record_fields(self.run, block, rows)
+        fields = block_fields(block, rows, self.run.time_of_step)
         if set(fields) != set(self.schema):
             raise StoreError(f"store {self.path}: the run recorded fields {sorted(fields)}, the store holds "
                              f"{sorted(self.schema)}")
@@ -419,7 +358,7 @@ class _Writer:
             if name is not None and self.schema:
                 future = self._io(self._read_job)
                 self._reap(wait=True)  # raises if a write failed
-                result = dataclasses.replace(result, **{name: _trajectory_from_arrays(future.result())})
+                result = dataclasses.replace(result, **{name: trajectory_from_fields(future.result())})
         self._io(self._finalise_job, run, status, result, final_ckpt)
         self._reap(wait=True)
         self.result = result
@@ -437,7 +376,7 @@ class _Writer:
                 ds.resize(self.rows, axis=0)
         closing = {"status": np.int64(status), "status_name": st.status_name(status),
                    "writer_state": "closed", "steps_done": np.int64(run.done), "rows": np.int64(self.rows),
-                   "updated": utc_now(), "result_class": class_path(result)}
+                   "updated": utc_now(), "result_class": type_name(result)}
         event = {"event": "closed", "time": closing["updated"], "status": st.status_name(status),
                  "steps_done": int(run.done), "rows": self.rows, "pid": os.getpid()}
         done = False
@@ -482,12 +421,12 @@ class _Writer:
 
 # -- creating a store -------------------------------------------------------------------------
 
-def _run_class_path(run):
-    family = getattr(run, "family", None)
-    if family not in RUN_FAMILIES:
-        raise StoreError(f"cannot store a run of family {family!r}: stores know {sorted(RUN_FAMILIES)} "
-                         "(dlnmomentum.store.RUN_FAMILIES)")
-    return RUN_FAMILIES[family]
+def _run_class_name(run):
+    try:
+        registry.run_class(getattr(run, "family", None))
+        return type_name(run)
+    except registry.UnknownTypeError as exc:
+        raise StoreError(f"cannot store this run: {exc}") from None
 
 
 def _initial_arrays(run):
@@ -535,7 +474,7 @@ def _new_header(run, store_id):
 
     now = utc_now()
     header = {"format": FORMAT_NAME, "format_version": np.int64(FORMAT_VERSION), "kind": run.kind,
-              "family": run.family, "run_class": _run_class_path(run),
+              "family": run.family, "run_class": _run_class_name(run),
               "store_id": store_id or uuid.uuid4().hex, "created": now, "updated": now,
               "status": np.int64(st.RUNNING), "status_name": "running", "writer_state": "open",
               "steps_total": np.int64(run.total), "steps_done": np.int64(0), "rows": np.int64(0),
@@ -553,7 +492,7 @@ def _create(path, run, lock, checkpoint_every):
     the store leaves no store rather than a half-made one.
     """
     header = _new_header(run, None)
-    schema = schema_from_fields(record_fields(run, run.new_block(0), 0)) if len(run.schedule) else {}
+    schema = schema_from_fields(block_fields(run.new_block(0), 0, run.time_of_step)) if len(run.schedule) else {}
     description = run.description()
     initial = _initial_arrays(run)
     tmp = f"{path}.creating{os.getpid()}.tmp"
@@ -670,198 +609,3 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
             lock.release()
             raise
         return _drive_stored(run, writer, flag, progress)
-
-
-# -- resume -----------------------------------------------------------------------------------
-
-def _run_class(plan, path):
-    family = plan.header.get("family")
-    if family not in RUN_FAMILIES:
-        raise StoreError(f"store {path} holds a run of unknown family {family!r}")
-    return resolve(RUN_FAMILIES[family], "run class")
-
-
-def _rebuild_run(plan, ckpt, path):
-    cls = _run_class(plan, path)
-    run = cls.rebuild(plan.problem, plan.description, plan.initial["u0"], plan.initial["v0"])
-    if ckpt is not None:
-        run.load_state_arrays(ckpt.state)
-        if int(run.cursor[0]) != ckpt.rows or run.done != ckpt.done:
-            raise StoreCorruptError(f"checkpoint {ckpt.source} is inconsistent (rows {ckpt.rows}, "
-                                    f"cursor {int(run.cursor[0])})")
-    return run
-
-
-def _copy_committed(path, plan, written):
-    """A fresh copy of a store whose writer died: layout + the committed chunks, bit for bit."""
-    tmp = f"{path}.rebuild{os.getpid()}.tmp"
-    src, _ = _open_h5(path)
-    try:
-        with src, h5py.File(tmp, "w", libver="latest") as dst:
-            header = {k: v for k, v in src.attrs.items() if k != "config"}
-            template = _template(_run_class(plan, path), plan.problem, plan.description, plan.initial)
-            _write_layout(dst, header, plan.description, plan.problem, plan.initial, plan.schema, template)
-            for key, s in plan.schema.items():
-                n = written[key]
-                if not n:
-                    continue
-                sds, dds = src[s.path], dst[s.path]
-                dds.resize(n, axis=0)
-                grid = [range(0, size, c) for size, c in zip(s.row_shape, s.chunks[1:], strict=True)]
-                for row in range(0, n, s.chunk_rows):
-                    for offsets in _product(grid):
-                        mask, data = sds.id.read_direct_chunk((row,) + offsets)
-                        dds.id.write_direct_chunk((row,) + offsets, data, mask)
-        fsync_file(tmp)
-        os.replace(tmp, path)
-        fsync_dir(path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-
-
-def _reopen(path, plan, ckpt):
-    """The store opened for SWMR writing with every dataset cut back to the checkpoint's rows."""
-    written = ckpt.written if ckpt is not None else {k: 0 for k in plan.schema}
-    if not plan.clean:
-        _copy_committed(path, plan, written)
-    f = h5py.File(path, "r+", libver="latest")
-    try:
-        if "checkpoint" in f:
-            delete_group(f, "checkpoint")
-        if "final" in f:
-            f["final"].attrs["complete"] = np.int8(0)
-        for key, s in plan.schema.items():
-            if f[s.path].shape[0] != written[key]:
-                f[s.path].resize(written[key], axis=0)
-        history = json.loads(attr_str(f.attrs.get("history", "[]")))
-        history.append({"event": "resumed", "time": utc_now(), "pid": os.getpid(),
-                        "from_step": ckpt.done if ckpt is not None else 0,
-                        "checkpoint": os.path.basename(ckpt.source) if ckpt is not None else None,
-                        "recovered": not plan.clean, **_versions()})
-        f.attrs.update({"status": np.int64(st.RUNNING), "status_name": "running", "writer_state": "open",
-                        "updated": utc_now(), "history": json.dumps(history)})
-        f.flush()
-        _hook("resume:reopened")
-    except BaseException:
-        f.close()
-        raise
-    return f
-
-
-def _repair_flags(path):
-    """Clear the "open for writing" superblock flags of a writer that died outside SWMR mode.
-
-    Returns True when the file needed it (it is then rebuilt from its committed rows).
-    """
-    try:
-        f, _ = _open_h5(path)
-        f.close()
-    except StoreCorruptError as exc:
-        if "left open by a writer" not in str(exc):
-            raise
-        return clear_status_flags(path)
-    return False
-
-
-def resume(path, *, progress=None, checkpoint_every=60.0):
-    """Continue a stored run from its last checkpoint; returns the result (as the live run would).
-
-    Works after Ctrl-C/SIGTERM (clean ``interrupted`` file), after the writer was killed
-    (the file is rebuilt from its committed rows) and for runs with no checkpoint yet
-    (restarted from step 0). A finished store is returned as is. The resumed run is
-    bitwise identical to an uninterrupted one.
-    """
-    path = _store_path(path)
-    _check_readable(path)
-    checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
-    with deferred_signals() as flag:
-        lock = WriterLock.acquire(path, "resuming")
-        try:
-            with signals_blocked():
-                _remove_temporaries(path)
-                repaired = _repair_flags(path)
-                plan = _read_plan(path)
-                plan.clean = plan.clean and not repaired
-                status = int(plan.header.get("status", st.RUNNING))
-                if plan.clean and status in TERMINAL:
-                    lock.release()
-                    return Store(path).result
-                candidates = _checkpoints(path, plan)
-                ckpt = candidates[0] if candidates else None
-                run = _rebuild_run(plan, ckpt, path)
-                f = _reopen(path, plan, ckpt)
-                writer = _Writer(path, lock, run, plan.schema, plan.header, checkpoint_every=checkpoint_every,
-                                 f=f, rows=ckpt.rows if ckpt else 0, written=ckpt.written if ckpt else None,
-                                 pending=ckpt.pending if ckpt else None,
-                                 sequence=int(ckpt.meta.get("sequence", 0)) if ckpt else 0, collect=False)
-        except BaseException:
-            lock.release()
-            raise
-        return _drive_stored(run, writer, flag, bool(progress))
-
-
-# -- command line -----------------------------------------------------------------------------
-
-def _file_kind(path):
-    f, _ = _open_h5(path)
-    with f:
-        return attr_str(f.attrs.get("kind", ""))
-
-
-def _cmd_inspect(args):
-    if _file_kind(args.path) == "sweep":
-        import importlib
-
-        try:
-            sweep = importlib.import_module("dlnmomentum.sweep")
-        except ImportError as exc:
-            raise StoreError(f"{args.path} is a sweep store but dlnmomentum.sweep is not available") from exc
-        lines = getattr(sweep, "inspect_lines", None)
-        if lines is None:
-            raise StoreError(f"{args.path} is a sweep store and dlnmomentum.sweep has no inspect_lines")
-        for line in lines(args.path):
-            print(line)
-        return 0
-    if args.json:
-        print(json.dumps(to_jsonable(_inspect_json(args.path))))
-    else:
-        for line in inspect_lines(args.path):
-            print(line)
-    return 0
-
-
-def _cmd_resume(args):
-    if _file_kind(args.path) == "sweep":
-        raise StoreError(f"{args.path} is a sweep store; continue it with "
-                         f"`dlnm sweep ... --store {args.path} --resume` (dlnmomentum.sweep)")
-    result = resume(args.path, progress=not args.no_progress and sys.stderr.isatty(),
-                    checkpoint_every=args.checkpoint_every)
-    if args.json:
-        out = to_jsonable(result.to_dict())
-        out["status_name"] = result.status_name
-        out["message"] = result.message
-        print(json.dumps(out))
-    else:
-        print(result.summary() if hasattr(result, "summary") else result)
-    return 0 if result.status_name in ("converged", "max_steps") else 1
-
-
-def register_cli(subparsers):
-    """Add ``dlnm inspect PATH`` and ``dlnm resume PATH``."""
-    p = subparsers.add_parser("inspect", help="describe a stored run (or sweep): configuration, status, "
-                              "final metrics, recorded fields, file size",
-                              description="Print what an HDF5 store holds. Damaged files give an error, "
-                              "never a hang.")
-    p.add_argument("path", help="the .h5 store")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_cmd_inspect)
-    r = subparsers.add_parser("resume", help="continue an interrupted or crashed stored run",
-                              description="Continue a stored run from its last checkpoint (bitwise "
-                              "identical to an uninterrupted run) and print its summary.")
-    r.add_argument("path", help="the .h5 store")
-    r.add_argument("--checkpoint-every", type=float, default=60.0,
-                   help="seconds between checkpoints (default 60)")
-    r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    r.add_argument("--json", action="store_true", help="print the result as JSON")
-    r.set_defaults(func=_cmd_resume)

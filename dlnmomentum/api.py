@@ -1,0 +1,301 @@
+"""The API layer: the functions users call to run things.
+
+Each builds a validated run (:mod:`dlnmomentum.runs`) or sweep plan (:mod:`dlnmomentum.sweeps`)
+and hands it to the executor that fits: the chunked driver (:func:`dlnmomentum.driver.drive`)
+for a run in memory, the store writer (:func:`dlnmomentum.store.run_with_store`, which wraps
+the driver as a sink) for a stored run, the wave executor for a sweep. Nothing below this
+layer imports it; the command line (:mod:`dlnmomentum.cli`) sits above it.
+"""
+
+import os
+
+from .driver import drive
+from .runs.common import auto_progress
+from .runs.flow import prepare_flow, prepare_mgf_from_mgd
+from .runs.mgd import prepare_mgd
+from .runs.stepping import DEFAULT_MAX_CROSSINGS
+from .store import run_with_store
+from .store.files import StoreError, StoreExistsError
+from .store.sweep_format import SweepFile
+from .store.sweep_format import lock as sweep_lock
+from .sweeps.execute import block_size_of, run_plan, store_path
+from .sweeps.plan import Plan, config_differences
+from .sweeps.plan import make_config as make_sweep_config
+from .validate import as_int
+
+__all__ = ["gf", "mgd", "mgf", "mgf_from_mgd", "resume_sweep", "sweep"]
+
+
+def _execute(run, progress, work, store, overwrite, checkpoint_every):
+    """Drive ``run`` in memory, or through a store when ``store`` is given; returns its result."""
+    progress = auto_progress(progress, work)
+    if store is not None:
+        return run_with_store(run, store, overwrite=overwrite, checkpoint_every=checkpoint_every,
+                              progress=progress)
+    status, blocks = drive(run, progress=progress, desc=run.kind)
+    return run.finish(status, blocks)
+
+
+def _flow_work(run):
+    return 4.0 * float(run.total) * run.problem.d * run.problem.d
+
+
+# -- discrete time -----------------------------------------------------------------------------------
+
+def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size=None, replace=False,
+        seed=0, tol=None, record=None, progress=None, gradient="auto", store=None, overwrite=False,
+        checkpoint_every=60.0):
+    r"""Run heavy-ball MGD (or SMGD) on a 2-layer diagonal linear network.
+
+    .. math::
+        w_{k+1} = w_k - \gamma\nabla F_{B_k}(w_k) + \beta(w_k - w_{k-1}),\quad w_1 = w_0,
+
+    with ``w = (u, v)``, ``F(w) = L(u ⊙ v)`` (paper, eq. (MGD), eq. (SMGD:diag)).
+
+    Parameters
+    ----------
+    problem : Problem
+    gamma : float
+        Step size γ > 0.
+    beta : float
+        Momentum β in [0, 1).
+    steps : int
+        Number of updates (``steps=k`` ends at :math:`w_{k+1}`, like ``k`` calls of
+        ``torch.optim.SGD(lr=γ, momentum=β).step()``).
+    alpha : float
+        Initialisation scale of the default ``u0 = α·1, v0 = 0``.
+    u0, v0 : arrays (d,), optional
+        Any initialisation with ``|u0_i| != |v0_i|``.
+    batch_size : int, optional
+        SMGD batch size B in [1, n]; ``None`` (or ``n`` without replacement) is full batch.
+    replace : bool
+        Sample each batch with replacement (default: B distinct samples).
+    seed : int
+        Seed of the explicit batch-sampling state (xoshiro256**).
+    tol : float, optional
+        Stop at the first iterate whose train loss is ``<= tol`` (status ``converged``).
+    record : Record, optional
+        Schedule of recorded iterates (θ, w₊, w₋, Δ, train and test loss).
+    progress : bool, optional
+        tqdm progress bar; default: only for long runs on a terminal.
+    gradient : {"auto", "hessian", "data"}
+        Full-batch gradient form; ``auto`` picks the cheaper of ``Hθ - b`` (d²) and
+        ``Xᵀ(Xθ - y)/n`` (2nd).
+    store : str or path, optional
+        Stream the run to this HDF5 file (see :mod:`dlnmomentum.store.writer`).
+    overwrite : bool
+        Allow replacing an existing ``store``.
+    checkpoint_every : float
+        Seconds of wall clock between checkpoints of a stored run.
+
+    Returns
+    -------
+    MGDResult
+        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``.
+    """
+    run = prepare_mgd(problem, gamma, beta, steps=steps, alpha=alpha, u0=u0, v0=v0, batch_size=batch_size,
+                      replace=replace, seed=seed, tol=tol, record=record, gradient=gradient)
+    return _execute(run, progress, float(run.total) * problem.d * problem.d, store, overwrite, checkpoint_every)
+
+
+# -- continuous time ---------------------------------------------------------------------------------
+
+def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=None, v_dot0=None, tol=None,
+        record=None, progress=None, gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS,
+        store=None, overwrite=False, checkpoint_every=60.0):
+    r"""Integrate momentum gradient flow MGF(λ) on a 2-layer diagonal linear network with fixed-step RK4.
+
+    .. math::
+        \lambda\ddot w_\pm + \dot w_\pm \pm \nabla L(\theta)\odot w_\pm = 0,\qquad
+        \theta = (w_+^2 - w_-^2)/4 = u\odot v
+
+    (paper, eq. (MGF:diag); Appendix B, eq. (w_mgf)), together with the integrals
+    :math:`J_\pm, K_\pm, P, Q, G_2` and every sign crossing of :math:`w_\pm` (see the module
+    docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+    lam : float
+        λ ≥ 0; ``lam = 0`` is gradient flow (:func:`gf`).
+    t_max : float
+        End time > 0.
+    h : float, optional
+        Grid step; rounded down so that ``t_max`` is a whole number of steps. Must lie in
+        the RK4 stability region (:func:`max_stable_step` for :func:`stiffness_estimate`).
+        Default: :func:`default_step`.
+    alpha : float
+        Initialisation scale of the default ``u0 = α·1``, ``v0 = 0``.
+    u0, v0 : arrays (d,), optional
+        Any initialisation with ``|u0_i| != |v0_i|``.
+    u_dot0, v_dot0 : arrays (d,), optional
+        Initial velocity (default zero, as in the paper).
+    tol : float, optional
+        Stop at the first grid point whose train loss is ``<= tol`` (status ``converged``).
+    record : Record, optional
+        Recorded grid points (``every``/``times`` in time units); rows carry θ, w₊, w₋, Δ,
+        the losses and, in ``trajectory.extra``, the velocities ``w_plus_dot``/``w_minus_dot``.
+    progress : bool, optional
+        tqdm progress bar; default: only for long runs on a terminal.
+    gradient : {"auto", "hessian", "data"}
+        Gradient form, as in :func:`dlnmomentum.mgd`.
+    refine_start : "auto", None or (float, int)
+        ``(t, m)``: grid steps in ``[0, t)`` are made of ``m`` RK4 steps each.
+    max_crossings : int
+        Capacity of the crossing-time log.
+    store, overwrite, checkpoint_every
+        Stream the run to an HDF5 file (see :mod:`dlnmomentum.store`).
+
+    Returns
+    -------
+    FlowResult
+        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``.
+    """
+    run = prepare_flow(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0,
+                       v_dot0=v_dot0, tol=tol, record=record, gradient=gradient, refine_start=refine_start,
+                       max_crossings=max_crossings)
+    return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
+
+
+def gf(problem, *, t_max, h=None, alpha=0.01, u0=None, v0=None, tol=None, record=None, progress=None,
+       gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS, store=None, overwrite=False,
+       checkpoint_every=60.0):
+    r"""Integrate gradient flow :math:`\dot w_\pm = \mp\nabla L(\theta)\odot w_\pm` (MGF with λ = 0) by RK4.
+
+    Same arguments and result as :func:`mgf` (no initial velocity). Δ_t = Δ_0 along the exact
+    flow; ``J± = G₂ = ∫∇L²``, ``K = Q = 0`` and ``I± = 0``.
+    """
+    run = prepare_flow(problem, 0.0, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, tol=tol, record=record,
+                       gradient=gradient, refine_start=refine_start, max_crossings=max_crossings)
+    return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
+
+
+def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=None, v0=None, u1=None,
+                 v1=None, tol=None, record=None, progress=None, gradient="auto", refine_start="auto",
+                 max_crossings=DEFAULT_MAX_CROSSINGS, store=None, overwrite=False, checkpoint_every=60.0):
+    r"""The MGF(λ) run that MGD(γ, β) discretises (Proposition 1), up to the time of MGD step ``steps``.
+
+    λ = γ/(1-β)², ε = γ/(1-β), ``t_max = steps·ε`` (:func:`mgd_time`); the initial velocity is
+    :math:`(w_1 - w_0)/\sqrt{\lambda\gamma}` with ``(u1, v1)`` the second MGD point (default
+    ``w_1 = w_0``, as in :func:`dlnmomentum.mgd`, hence zero velocity). The grid step is
+    ``ε/substeps`` (default: the smallest whole number of substeps giving a step below
+    :func:`default_step`), so MGD step ``k`` is grid step ``k·substeps``; ``record`` is
+    given in MGD steps.
+    """
+    run = prepare_mgf_from_mgd(problem, gamma, beta, steps=steps, substeps=substeps, alpha=alpha, u0=u0, v0=v0,
+                               u1=u1, v1=v1, tol=tol, record=record, gradient=gradient,
+                               refine_start=refine_start, max_crossings=max_crossings)
+    return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
+
+
+# -- sweeps --------------------------------------------------------------------------------------------
+
+def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_max=None, reps=1,
+          batch_size=None, seed=0, store=None, tol=None, progress=None, alpha=0.01, replace=False,
+          gradient="auto", block_size=None, theory=False, theory_tol=1e-8, resume=False, overwrite=False,
+          log=None, wave_size=None):
+    r"""Run MGD/SMGD over a (β, γ) grid, or MGF(λ) over a λ line, for ``reps`` data sets.
+
+    Parameters
+    ----------
+    problem_or_spec : Problem or dict
+        A :class:`~dlnmomentum.Problem` (the same data for every rep) or a dict of
+        :func:`~dlnmomentum.sparse_regression` arguments (``n, d, s, mu, sigma, n_test``):
+        rep ``r`` is generated with seed ``seed + r``.
+    gammas, betas : sequence of float or str
+        Step sizes γ > 0 and momenta β in [0, 1) of a discrete sweep (strings as in
+        :func:`parse_grid`, e.g. ``"1e-3:1e-1:20:log"``).
+    lams : sequence of float or str
+        λ ≥ 0 of a flow sweep (λ = 0: gradient flow).
+    steps : int
+        Updates per discrete run (as ``steps`` of :func:`dlnmomentum.mgd`).
+    t_max : float
+        End time of every flow.
+    reps : int
+        Number of data replications.
+    batch_size : int, optional
+        SMGD batch size (``None``: full batch), as in :func:`dlnmomentum.mgd`.
+    seed : int
+        Data seed of rep 0 (rep r: ``seed + r``) and the batch seed of every point of rep r.
+    store : path, optional
+        Stream the sweep to this HDF5 file (see the module docstring).
+    tol : float, optional
+        Stop a run at the first iterate whose train loss is ``<= tol``.
+    progress : bool, optional
+        tqdm bar over run-steps with an ETA; default: only for long sweeps on a terminal.
+    alpha : float
+        Initialisation ``u0 = α·1``, ``v0 = 0``.
+    replace : bool
+        SMGD batches with replacement.
+    gradient : {"auto", "hessian", "data"}
+        Full-batch gradient form, as in :func:`dlnmomentum.mgd`.
+    block_size : int, optional
+        Runs per parallel block (a multiple of 8, the lanes of a SIMD group; default 8). Never changes a result bit.
+    theory : bool
+        Also compute ``prediction_gap`` and ``normalized_distance`` (a Newton solve per point).
+    theory_tol : float
+        Theory fields only for converged points: status ``converged``, or a final train loss
+        ``<= theory_tol`` (runs without ``tol``).
+    resume : bool
+        Continue an existing ``store`` with the same configuration (only missing points run).
+    overwrite : bool
+        Replace an existing ``store``.
+    log : callable, optional
+        Called with a line of text after every written wave.
+    wave_size : int, optional
+        Points per wave (rounded up to whole blocks); a wave's points are written together.
+        Default: about ``WAVE_SECONDS`` (20 s) of work.
+
+    Returns
+    -------
+    Sweep
+        ``complete`` is False when the sweep was interrupted (Ctrl-C / SIGTERM); the points
+        done so far are in the store.
+    """
+    config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
+                                        seed, tol, alpha, replace, gradient, theory, theory_tol)
+    block_size = block_size_of(block_size)
+    wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
+    plan = Plan(config, problem)
+    if store is None:
+        if resume:
+            raise ValueError("resume=True needs a store")
+        return run_plan(plan, None, progress, block_size, log, wave_size)
+    path = store_path(store)
+    lock = sweep_lock(path)
+    try:
+        sw = SweepFile(path)
+        if os.path.exists(path):
+            if overwrite:
+                os.remove(path)
+            elif resume:
+                stored, _ = sw.read_config()
+                diff = config_differences(stored, config)
+                if diff:
+                    raise StoreError(f"sweep store {path} was created with a different configuration "
+                                     f"(differs in {', '.join(diff)}); use another store or overwrite=True")
+            else:
+                raise StoreExistsError(f"sweep store {path} exists; pass resume=True to continue it or "
+                                       "overwrite=True to replace it")
+        if not os.path.exists(path):
+            sw.create(plan)
+        return run_plan(plan, sw, progress, block_size, log, wave_size)
+    finally:
+        lock.release()
+
+
+def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=None):
+    """Continue the sweep stored at ``path`` with its stored configuration (only missing points run)."""
+    path = store_path(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"sweep store {path} does not exist")
+    block_size = block_size_of(block_size)
+    wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
+    lock = sweep_lock(path)
+    try:
+        sw = SweepFile(path)
+        config, problem = sw.read_config()
+        config.pop("sessions", None)
+        return run_plan(Plan(config, problem), sw, progress, block_size, log, wave_size)
+    finally:
+        lock.release()

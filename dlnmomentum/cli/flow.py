@@ -1,0 +1,44 @@
+"""``dlnm flow``: one MGF(λ) or gradient-flow run."""
+
+from ..api import gf, mgf
+from .common import add_problem_arguments, print_result, problem_from_args, progress_wanted, record_from_args
+
+
+def _cmd_flow(args):
+    problem = problem_from_args(args)
+    refine = None if args.no_refine_start else "auto"
+    if args.gf:
+        result = gf(problem, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
+                    record=record_from_args(args), progress=progress_wanted(args),
+                    refine_start=refine, store=args.store, overwrite=args.overwrite)
+    else:
+        if args.lam is None:
+            raise ValueError("lam is required for MGF (give --lam LAMBDA, or --gf for gradient flow)")
+        result = mgf(problem, args.lam, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
+                     record=record_from_args(args), progress=progress_wanted(args),
+                     refine_start=refine, store=args.store, overwrite=args.overwrite)
+    return print_result(result, args, problem)
+
+
+def register(subparsers):
+    """Add the ``dlnm flow`` sub-command."""
+    p = subparsers.add_parser(
+        "flow", help="integrate momentum gradient flow MGF(lambda) or gradient flow (RK4)",
+        description="Integrate MGF(lambda): lambda w'' + w' + grad F(w) = 0 (or gradient flow with --gf) "
+                    "on a 2-layer diagonal linear network by fixed-step RK4, with the paper's integrals and "
+                    "every sign crossing of w+ and w-, and print a summary.")
+    p.add_argument("--lam", type=float, default=None, help="lambda > 0 (MGF parameter)")
+    p.add_argument("--gf", action="store_true", help="gradient flow (lambda = 0) instead of MGF")
+    p.add_argument("--t-max", type=float, required=True, help="end time > 0")
+    p.add_argument("--h", type=float, default=None, help="RK4 step (default: from lambda and the curvature)")
+    p.add_argument("--alpha", type=float, default=0.01, help="initialisation scale (u0 = alpha, v0 = 0)")
+    p.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol")
+    p.add_argument("--no-refine-start", action="store_true", help="no refined steps at the start")
+    p.add_argument("--record-log", type=int, default=None, help="record ~N log-spaced grid points")
+    p.add_argument("--record-every", type=float, default=None, help="record every T time units")
+    p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --store file")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_problem_arguments(p)
+    p.set_defaults(func=_cmd_flow)

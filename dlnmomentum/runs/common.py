@@ -1,0 +1,75 @@
+"""What every run kind shares: argument checks, the initial weights and the gradient-form choice."""
+
+import sys
+
+import numpy as np
+
+from ..kernels import mgd as KL  # TODO(layout): kernels.layout once merged
+from ..problem import Problem
+from ..record import Record
+from ..validate import as_array, as_float
+
+#: Full-batch gradient forms: ``hessian`` is ``Hθ - b`` (d² per gradient), ``data`` is
+#: ``Xᵀ(Xθ - y)/n`` (2nd), ``auto`` the cheaper of the two.
+GRADIENT_FORMS = ("auto", "hessian", "data")
+
+
+def check_problem(problem):
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a dlnmomentum.Problem (see sparse_regression), got {type(problem).__name__}")
+
+
+def check_record(record):
+    if record is not None and not isinstance(record, Record):
+        raise TypeError(f"record must be a dlnmomentum.Record or None, got {type(record).__name__}")
+
+
+def check_gradient_form(gradient):
+    if gradient not in GRADIENT_FORMS:
+        raise ValueError(f"gradient must be one of {GRADIENT_FORMS}, got {gradient!r}")
+    return gradient
+
+
+def gradient_mode(gradient, n, d, minibatch=False):
+    """The kernels' gradient mode (``kernels.layout.MODE_*``) for a gradient form on an (n, d) problem.
+
+    The one rule of every engine: minibatches use ``MODE_MINIBATCH``; ``auto`` takes the Hessian
+    form when it is not dearer than the data form (d² ≤ 2nd, i.e. d ≤ 2n).
+    """
+    if minibatch:
+        return KL.MODE_MINIBATCH
+    if gradient == "hessian" or (gradient == "auto" and d <= 2 * n):
+        return KL.MODE_HESSIAN
+    return KL.MODE_DATA
+
+
+def gradient_cost(mode, n, d, batch_size=None):
+    """Multiply-adds of one gradient in ``mode`` (chunk sizing)."""
+    if mode == KL.MODE_HESSIAN:
+        return d * d
+    if mode == KL.MODE_DATA:
+        return 2 * n * d
+    return 2 * (batch_size or 1) * d
+
+
+def initial_weights(d, alpha, u0, v0):
+    """(u0, v0) as validated float arrays; default ``u0 = α·1``, ``v0 = 0``."""
+    if u0 is None:
+        alpha = as_float("alpha", alpha, low=0.0, low_open=True)
+        u0 = np.full(d, alpha)
+    else:
+        u0 = as_array("u0", u0, ndim=1, shape=(d,))
+    v0 = np.zeros(d) if v0 is None else as_array("v0", v0, ndim=1, shape=(d,))
+    delta0 = np.abs(u0 * u0 - v0 * v0)
+    if not np.all(delta0 > 0):
+        bad = np.flatnonzero(~(delta0 > 0))[:5].tolist()
+        raise ValueError(f"u0 and v0 must satisfy |u0_i| != |v0_i| for every i (balancedness "
+                         f"Delta0 = |u0^2 - v0^2| must be > 0), violated at coordinates {bad}")
+    return u0, v0
+
+
+def auto_progress(progress, work):
+    """``progress`` as a bool; ``None`` means: a bar only for long runs (``work`` flops) on a terminal."""
+    if progress is None:
+        return bool(work > 2e10 and sys.stderr.isatty())
+    return bool(progress)

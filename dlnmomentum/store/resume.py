@@ -1,0 +1,162 @@
+"""Resume a stored run: rebuild it from the file, load the newest valid checkpoint, continue bit for bit.
+
+See :mod:`dlnmomentum.store.writer` for how a store survives crashes; this module is the way
+back: after Ctrl-C/SIGTERM (a clean ``interrupted`` file), after the writer was killed (the
+file is rebuilt from its committed chunks) and for runs with no checkpoint yet.
+"""
+
+import contextlib
+import json
+import os
+
+import h5py
+import numpy as np
+
+from .. import status as st
+from ..driver import deferred_signals
+from ..runs import registry
+from ..validate import as_float
+from .files import (
+    StoreCorruptError,
+    StoreError,
+    WriterLock,
+    attr_str,
+    clear_status_flags,
+    fsync_dir,
+    fsync_file,
+    signals_blocked,
+    utc_now,
+)
+from .format import _product, delete_group
+from .read import Store, _check_readable, _checkpoints, _open_h5, _read_plan, _store_path
+from .writer import _drive_stored, _hook, _remove_temporaries, _template, _versions, _write_layout, _Writer
+
+
+def _run_class(plan, path):
+    family = plan.header.get("family")
+    try:
+        return registry.run_class(family)
+    except registry.UnknownTypeError as exc:
+        raise StoreError(f"store {path}: {exc}") from None
+
+
+def _rebuild_run(plan, ckpt, path):
+    cls = _run_class(plan, path)
+    run = cls.rebuild(plan.problem, plan.description, plan.initial["u0"], plan.initial["v0"])
+    if ckpt is not None:
+        run.load_state_arrays(ckpt.state)
+        if int(run.cursor[0]) != ckpt.rows or run.done != ckpt.done:
+            raise StoreCorruptError(f"checkpoint {ckpt.source} is inconsistent (rows {ckpt.rows}, "
+                                    f"cursor {int(run.cursor[0])})")
+    return run
+
+
+def _copy_committed(path, plan, written):
+    """A fresh copy of a store whose writer died: layout + the committed chunks, bit for bit."""
+    tmp = f"{path}.rebuild{os.getpid()}.tmp"
+    src, _ = _open_h5(path)
+    try:
+        with src, h5py.File(tmp, "w", libver="latest") as dst:
+            header = {k: v for k, v in src.attrs.items() if k != "config"}
+            template = _template(_run_class(plan, path), plan.problem, plan.description, plan.initial)
+            _write_layout(dst, header, plan.description, plan.problem, plan.initial, plan.schema, template)
+            for key, s in plan.schema.items():
+                n = written[key]
+                if not n:
+                    continue
+                sds, dds = src[s.path], dst[s.path]
+                dds.resize(n, axis=0)
+                grid = [range(0, size, c) for size, c in zip(s.row_shape, s.chunks[1:], strict=True)]
+                for row in range(0, n, s.chunk_rows):
+                    for offsets in _product(grid):
+                        mask, data = sds.id.read_direct_chunk((row,) + offsets)
+                        dds.id.write_direct_chunk((row,) + offsets, data, mask)
+        fsync_file(tmp)
+        os.replace(tmp, path)
+        fsync_dir(path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _reopen(path, plan, ckpt):
+    """The store opened for SWMR writing with every dataset cut back to the checkpoint's rows."""
+    written = ckpt.written if ckpt is not None else {k: 0 for k in plan.schema}
+    if not plan.clean:
+        _copy_committed(path, plan, written)
+    f = h5py.File(path, "r+", libver="latest")
+    try:
+        if "checkpoint" in f:
+            delete_group(f, "checkpoint")
+        if "final" in f:
+            f["final"].attrs["complete"] = np.int8(0)
+        for key, s in plan.schema.items():
+            if f[s.path].shape[0] != written[key]:
+                f[s.path].resize(written[key], axis=0)
+        history = json.loads(attr_str(f.attrs.get("history", "[]")))
+        history.append({"event": "resumed", "time": utc_now(), "pid": os.getpid(),
+                        "from_step": ckpt.done if ckpt is not None else 0,
+                        "checkpoint": os.path.basename(ckpt.source) if ckpt is not None else None,
+                        "recovered": not plan.clean, **_versions()})
+        f.attrs.update({"status": np.int64(st.RUNNING), "status_name": "running", "writer_state": "open",
+                        "updated": utc_now(), "history": json.dumps(history)})
+        f.flush()
+        _hook("resume:reopened")
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def _repair_flags(path):
+    """Clear the "open for writing" superblock flags of a writer that died outside SWMR mode.
+
+    Returns True when the file needed it (it is then rebuilt from its committed rows).
+    """
+    try:
+        f, _ = _open_h5(path)
+        f.close()
+    except StoreCorruptError as exc:
+        if "left open by a writer" not in str(exc):
+            raise
+        return clear_status_flags(path)
+    return False
+
+
+def resume(path, *, progress=None, checkpoint_every=60.0):
+    """Continue a stored run from its last checkpoint; returns the result (as the live run would).
+
+    Works after Ctrl-C/SIGTERM (clean ``interrupted`` file), after the writer was killed
+    (the file is rebuilt from its committed rows) and for runs with no checkpoint yet
+    (restarted from step 0). A finished store is returned as is. The resumed run is
+    bitwise identical to an uninterrupted one.
+    """
+    path = _store_path(path)
+    _check_readable(path)
+    checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
+    with deferred_signals() as flag:
+        lock = WriterLock.acquire(path, "resuming")
+        try:
+            with signals_blocked():
+                _remove_temporaries(path)
+                repaired = _repair_flags(path)
+                plan = _read_plan(path)
+                plan.clean = plan.clean and not repaired
+                status = int(plan.header.get("status", st.RUNNING))
+                if plan.clean and status in st.TERMINAL:
+                    lock.release()
+                    return Store(path).result
+                candidates = _checkpoints(path, plan)
+                ckpt = candidates[0] if candidates else None
+                run = _rebuild_run(plan, ckpt, path)
+                f = _reopen(path, plan, ckpt)
+                writer = _Writer(path, lock, run, plan.schema, plan.header, checkpoint_every=checkpoint_every,
+                                 f=f, rows=ckpt.rows if ckpt else 0, written=ckpt.written if ckpt else None,
+                                 pending=ckpt.pending if ckpt else None,
+                                 sequence=int(ckpt.meta.get("sequence", 0)) if ckpt else 0, collect=False)
+        except BaseException:
+            lock.release()
+            raise
+        return _drive_stored(run, writer, flag, bool(progress))
+
+

@@ -1,0 +1,160 @@
+"""Running a sweep plan: waves of points through an engine, written to the store as they finish.
+
+Points are computed in waves of whole blocks; after each wave the points go to the store
+(when there is one) and Ctrl-C/SIGTERM are checked, so an interrupted sweep keeps every
+finished wave and resumes with only the missing points.
+"""
+
+import math
+import os
+import sys
+
+import numpy as np
+
+from ..driver import deferred_signals
+from ..kernels.sweep import LW
+from ..runs.points import FIELDS
+from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION, SweepFile
+from ..validate import as_int
+from .flows import FlowEngine
+from .lockstep import LockstepEngine, threads
+from .plan import Plan
+from .result import Sweep, summary_lines
+
+#: Runs per block when ``block_size`` is not given (a multiple of the kernel's group width).
+DEFAULT_BLOCK_SIZE = 8
+#: Target wall-clock seconds of one wave (points are written to the store after each wave).
+WAVE_SECONDS = 20.0
+
+
+def waves(plan, pending, engine, block_size, wave_size=None):
+    """Split the pending points (flat indices, increasing) into waves of whole blocks."""
+    if not pending:
+        return []
+    nthreads = max(1, threads())
+    if wave_size is not None:
+        size = math.ceil(wave_size / block_size) * block_size
+        return [pending[i:i + size] for i in range(0, len(pending), size)]
+    unit = block_size * nthreads
+    per_point = max(engine.cost_per_point(), 1e-9)
+    size = max(2 * unit, int(WAVE_SECONDS * nthreads / per_point) // unit * unit)
+    # balance: equal waves, each a multiple of the per-thread unit where possible
+    n = len(pending)
+    nwaves = max(1, math.ceil(n / size))
+    size = math.ceil(n / nwaves)
+    size = math.ceil(size / unit) * unit
+    return [pending[i:i + size] for i in range(0, n, size)]
+
+
+def _progress(progress, total, desc, initial=0):
+    if progress is None:
+        progress = bool(total > 1e8 and sys.stderr.isatty())
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, unit="run-step", unit_scale=True, dynamic_ncols=True,
+                smoothing=0.1)
+
+
+def execute(plan, store, progress, block_size, log, wave_size=None):
+    data = plan.empty_data()
+    done = np.zeros(plan.shape, dtype=bool)
+    session = 1
+    if store is not None:
+        sdata, sdone, _, _ = store.read(plan)
+        for name in FIELDS:
+            data[name] = sdata[name]
+        done = sdone.copy()
+        session = store.start_session()
+    data["lam"] = plan.lam_grid()
+    engine = LockstepEngine(plan, block_size) if plan.discrete else FlowEngine(plan, block_size)
+    pending = np.flatnonzero(~done.ravel()).tolist()
+    interrupted = False
+    if plan.discrete:
+        work = len(pending) * plan.config["steps"] * 1.0
+    else:
+        work = engine.planned_steps(pending) * 1.0 if (progress or progress is None) else 0.0
+    bar = _progress(progress, work, plan.config["kind"])
+    written = 0
+    try:
+        with deferred_signals() as flag:
+            for wave in waves(plan, pending, engine, block_size, wave_size):
+                outputs = engine.run_wave(wave, flag, bar)
+                if outputs is None:
+                    interrupted = True
+                    break
+                results = engine.finish_points(wave, outputs)
+                idx = np.unravel_index(np.asarray(wave), plan.shape)
+                for name in FIELDS:
+                    if name == "lam":
+                        continue
+                    values = [res.get(name, np.nan) for res in results]
+                    data[name][idx] = np.asarray(values, dtype=data[name].dtype)
+                done[idx] = True
+                if store is not None:
+                    store.write_points(plan, wave, results, session)
+                written += len(wave)
+                if log is not None:
+                    log(f"wrote {written}/{len(pending)} pending points ({int(done.sum())}/{done.size} done)")
+                if flag["signum"] is not None:
+                    interrupted = True
+                    break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if bar is not None:
+            bar.close()
+    return data, done, interrupted
+
+
+def open_sweep(path):
+    """Read a sweep store into a :class:`Sweep` (points not done hold NaN)."""
+    path = store_path(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"sweep store {path} does not exist")
+    sw = SweepFile(path)
+    config, problem = sw.read_config()
+    plan = Plan(config, problem)
+    data, done, _, config = sw.read(plan)
+    return Sweep(plan.dims, plan.coords(), data, done, config, path=path)
+
+
+def run_plan(plan, store, progress, block_size, log, wave_size=None):
+    data, done, interrupted = execute(plan, store, progress, block_size, log, wave_size)
+    if store is not None:
+        result = open_sweep(store.path)
+        result.interrupted = interrupted
+        return result
+    sw = Sweep(plan.dims, plan.coords(), data, done, plan.config)
+    sw.interrupted = interrupted
+    return sw
+
+
+def block_size_of(block_size, lw=LW):
+    """The validated ``block_size`` (default :data:`DEFAULT_BLOCK_SIZE`)."""
+    if block_size is None:
+        return DEFAULT_BLOCK_SIZE
+    block_size = as_int("block_size", block_size, low=lw)
+    if block_size % lw:
+        raise ValueError(f"block_size must be a multiple of {lw} (runs per SIMD group), got {block_size}")
+    return block_size
+
+
+def store_path(path):
+    try:
+        return os.fspath(path)
+    except TypeError:
+        raise TypeError(f"store must be a path (str or os.PathLike), got {type(path).__name__}") from None
+
+
+def inspect_lines(path):
+    """Text lines summarising the sweep store at ``path`` (used by ``dlnm inspect``)."""
+    sw = open_sweep(path)
+    lines = summary_lines(sw)
+    try:
+        size = os.path.getsize(path)
+        lines.append(f"file         : {size / 1024:.1f} KiB, format {FORMAT_NAME} v{FORMAT_VERSION}")
+    except OSError:
+        pass
+    return lines

@@ -1,0 +1,170 @@
+"""The CPU engine of discrete sweeps: waves of (β, γ) points advanced in lockstep groups.
+
+:func:`dlnmomentum.kernels.sweep._sweep_chunk` advances groups of ``LW`` runs (one data set
+per group) in SIMD lanes, blocks of groups in parallel; every lane is bit for bit the
+single-run kernel. An engine exposes ``cost_per_point()``, ``run_wave(points, flag, bar)``
+(the per-point outputs, or None when interrupted) and ``finish_points(points, outputs)``
+(the point fields, :mod:`dlnmomentum.runs.points`).
+"""
+
+import time
+
+import numba
+import numpy as np
+
+from ..kernels import mgd as K
+from ..kernels import sweep as KS
+from ..runs.common import gradient_mode, initial_weights
+from ..runs.points import mgd_point
+
+#: Target wall-clock seconds of one kernel call (progress and Ctrl-C granularity).
+CHUNK_SECONDS = 0.25
+
+def aligned(shape, dtype=np.float64, align=64):
+    """Zeros with a 64-byte aligned start (every SIMD access of the kernel stays inside a cache line)."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape))
+    buf = np.zeros(n + align // dtype.itemsize, dtype=dtype)
+    off = (-buf.ctypes.data % align) // dtype.itemsize
+    return buf[off:off + n].reshape(shape)
+
+
+def threads():
+    """Threads the parallel kernels use (``numba.get_num_threads``)."""
+    return int(numba.get_num_threads())
+
+
+class LockstepEngine:
+    """Runs waves of discrete points with :func:`dlnmomentum.kernels.sweep._sweep_chunk`."""
+
+    def __init__(self, plan, block_size):
+        self.plan = plan
+        cfg = plan.config
+        self.block_size = block_size
+        self.groups_per_block = block_size // KS.LW
+        p0 = plan.problem_for(0)
+        self.n, self.d = p0.n, p0.d
+        u0, v0 = initial_weights(self.d, cfg["alpha"], None, None)
+        self.w_plus0, self.w_minus0 = u0 + v0, u0 - v0
+        self.mode = gradient_mode(cfg["gradient"], self.n, self.d, minibatch=cfg["batch_size"] is not None)
+        self.tol = -1.0 if cfg["tol"] is None else float(cfg["tol"])
+        self.batch_size = int(cfg["batch_size"] or 0)
+        self.replace = bool(cfg["replace"])
+        self.steps = int(cfg["steps"])
+        self.ns_per_run_step = 150.0 / max(1, threads())  # refined after each chunk
+        self._data = {}
+
+    def cost_per_point(self):
+        return self.steps * self.ns_per_run_step * 1e-9
+
+    def _rep_data(self, rep):
+        got = self._data.get(rep)
+        if got is None:
+            p = self.plan.problem_for(rep)
+            n, d = p.n, p.d
+            npad, dpad = -(-n // KS.TILE) * KS.TILE, -(-d // KS.TILE) * KS.TILE
+            X = np.zeros((npad, dpad))
+            X[:n, :d] = p.X
+            H = np.zeros((dpad, dpad))
+            H[:d, :d] = p.hessian
+            b = np.zeros(dpad)
+            b[:d] = p.b
+            y = np.zeros(npad)
+            y[:n] = p.y
+            got = (X, np.ascontiguousarray(X.T), y, H, b)
+            self._data[rep] = got
+        return got
+
+    def run_wave(self, points, flag, bar):
+        """Advance the wave's points to the end. Returns the per-point outputs, or None if interrupted.
+
+        ``points``: list of flat point indices (all of one wave, grouped by rep by the caller).
+        """
+        plan = self.plan
+        # groups of LW lanes, one rep per group
+        reps = [np.unravel_index(p, plan.shape)[0] for p in points]
+        groups = []
+        cur, cur_rep = [], None
+        for local, r in enumerate(reps):
+            if cur and (r != cur_rep or len(cur) == KS.LW):
+                groups.append((cur_rep, cur))
+                cur = []
+            cur.append(local)
+            cur_rep = r
+        if cur:
+            groups.append((cur_rep, cur))
+        used_reps = sorted({r for r, _ in groups})
+        rep_slot = {r: i for i, r in enumerate(used_reps)}
+        data = [self._rep_data(r) for r in used_reps]
+        Xs, XTs, ys, Hs, bs = (np.ascontiguousarray(np.stack([dd[k] for dd in data])) for k in range(5))
+        ng = len(groups)
+        nf = KS.frames_for(self.n, self.d)
+        gam = np.zeros((ng, KS.LW))
+        bet = np.zeros((ng, KS.LW))
+        seeds = np.zeros((ng, KS.LW), dtype=np.int64)
+        valid = np.zeros((ng, KS.LW), dtype=np.bool_)
+        pts = np.full((ng, KS.LW), -1, dtype=np.int64)
+        group_rep = np.zeros(ng, dtype=np.int64)
+        for q, (r, members) in enumerate(groups):
+            group_rep[q] = rep_slot[r]
+            for g, local in enumerate(members):
+                _, ib, ig = np.unravel_index(points[local], plan.shape)
+                gam[q, g] = plan.gammas[ig]
+                bet[q, g] = plan.betas[ib]
+                seeds[q, g] = plan.seed_of(int(r))
+                valid[q, g] = True
+                pts[q, g] = local
+        ST = aligned((ng, nf * KS.FR))
+        LANE = aligned((ng, KS.N_LANE_PARAMS * KS.LW))
+        IST = np.zeros((ng, K.N_INT_ROWS, self.d, KS.LW), dtype=np.int64)
+        ACT = np.zeros((ng, KS.LW), dtype=np.int64)
+        RNG = np.zeros((ng, KS.LW, 4), dtype=np.uint64)
+        PERM = np.zeros((ng, KS.LW, self.n), dtype=np.int64)
+        KS._init_groups(ST, LANE, IST, ACT, RNG, PERM, gam, bet, seeds, valid, self.w_plus0, self.w_minus0)
+        npts = len(points)
+        OUT_F = np.zeros((npts, K.N_FLOAT_ROWS, self.d))
+        OUT_I = np.zeros((npts, K.N_INT_ROWS, self.d), dtype=np.int64)
+        OUT_STATUS = np.zeros(npts, dtype=np.int64)
+        OUT_STEPS = np.zeros(npts, dtype=np.int64)
+        total = self.steps
+        k0 = 0
+        credited = 0
+        chunk = max(16, min(total, 256))
+        while True:
+            n_steps = min(chunk, total - k0)
+            t0 = time.perf_counter()
+            with numba.parallel_chunksize(1):  # blocks are handed out one at a time (balance)
+                KS._sweep_chunk(self.mode, Xs, XTs, ys, Hs, bs, self.n, self.d, self.tol, self.batch_size,
+                                self.replace, group_rep, ST, LANE, IST, ACT, RNG, PERM, pts, k0, n_steps,
+                                total, self.groups_per_block, OUT_F, OUT_I, OUT_STATUS, OUT_STEPS)
+            elapsed = time.perf_counter() - t0
+            k0 += n_steps
+            if bar is not None:
+                bar.update(npts * n_steps)
+                credited += npts * n_steps
+            if n_steps > 0 and elapsed > 0.02:
+                self.ns_per_run_step = elapsed / (n_steps * npts) * 1e9
+            if n_steps > 0:
+                rate = elapsed / n_steps
+                chunk = int(min(max(16, CHUNK_SECONDS / max(rate, 1e-9)), 1 << 20))
+            if k0 >= total or not ACT.any():
+                break
+            if flag["signum"] is not None:
+                return None
+        if bar is not None and credited < npts * total:
+            bar.update(npts * total - credited)
+        return OUT_F, OUT_I, OUT_STATUS, OUT_STEPS
+
+    def finish_points(self, points, outputs):
+        OUT_F, OUT_I, OUT_STATUS, OUT_STEPS = outputs
+        plan = self.plan
+        cfg = plan.config
+        results = []
+        for local, p in enumerate(points):
+            r, ib, _ = np.unravel_index(p, plan.shape)
+            res = mgd_point(plan.problem_for(int(r)), float(plan.betas[ib]), OUT_F[local], OUT_I[local],
+                             OUT_STATUS[local], OUT_STEPS[local], self.w_plus0, self.w_minus0, cfg["theory"],
+                             cfg["theory_tol"])
+            results.append(res)
+        return results
+

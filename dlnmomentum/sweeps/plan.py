@@ -1,0 +1,189 @@
+"""What a sweep computes: its validated configuration and data sets (:class:`Plan`).
+
+The configuration is a JSON-able dict (stored in the sweep file): the grid (``gammas``,
+``betas``, or ``lams``), the run settings and the data — a spec of
+:func:`~dlnmomentum.sparse_regression` arguments (rep ``r`` uses seed ``seed + r``) or one
+given :class:`~dlnmomentum.Problem` (recorded by its fingerprint).
+"""
+
+import hashlib
+import warnings
+
+import numpy as np
+
+from ..problem import Problem, sparse_regression
+from ..runs.common import check_gradient_form, initial_weights
+from ..runs.mgd import make_config as make_mgd_config
+from ..runs.points import SCALAR_FIELDS, VECTOR_FIELDS
+from ..store.files import to_jsonable
+from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION
+from ..validate import as_float, as_int
+from .grid import as_grid
+
+# ---------------------------------------------------------------------------------------------------
+
+def _fingerprint(problem):
+    h = hashlib.sha256()
+    for arr in (problem.X, problem.y, problem.X_test, problem.y_test):
+        a = np.ascontiguousarray(arr, dtype=np.float64)
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _check_spec(spec):
+    if not isinstance(spec, dict):
+        raise TypeError("problem_or_spec must be a dlnmomentum.Problem or a dict of sparse_regression "
+                        f"arguments, got {type(spec).__name__}")
+    allowed = {"n", "d", "s", "mu", "sigma", "n_test"}
+    bad = set(spec) - allowed
+    if bad:
+        hint = " (the data seed of rep r is seed + r: pass seed= to sweep)" if "seed" in bad else ""
+        raise ValueError(f"unknown spec keys {sorted(bad)}; allowed: {sorted(allowed)}{hint}")
+    spec = {k: spec[k] for k in sorted(spec)}
+    sparse_regression(**spec, seed=0)  # validates the values
+    return to_jsonable(spec)
+
+
+class Plan:
+    """The validated configuration of a sweep and its data sets."""
+
+    def __init__(self, config, problem=None):
+        self.config = config
+        self.problem = problem
+        self._problems = {}
+        kind = config["kind"]
+        self.discrete = kind in ("mgd", "smgd")
+        if self.discrete:
+            self.dims = ("rep", "beta", "gamma")
+            self.gammas = np.asarray(config["gammas"], dtype=np.float64)
+            self.betas = np.asarray(config["betas"], dtype=np.float64)
+            self.grid_shape = (self.betas.size, self.gammas.size)
+        else:
+            self.dims = ("rep", "lam")
+            self.lams = np.asarray(config["lams"], dtype=np.float64)
+            self.grid_shape = (self.lams.size,)
+        self.reps = int(config["reps"])
+        self.shape = (self.reps,) + self.grid_shape
+        self.npoints = int(np.prod(self.shape))
+
+    def problem_for(self, rep):
+        """The data set of rep ``rep`` (cached)."""
+        p = self._problems.get(rep)
+        if p is None:
+            if self.config["spec"] is not None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)
+                    p = sparse_regression(**self.config["spec"], seed=self.config["seed"] + rep)
+            else:
+                p = self.problem
+            self._problems[rep] = p
+        return p
+
+    @property
+    def d(self):
+        return self.problem_for(0).d
+
+    def coords(self):
+        c = {"rep": np.arange(self.reps, dtype=np.int64), "coord": np.arange(self.d, dtype=np.int64)}
+        if self.discrete:
+            c.update(beta=self.betas, gamma=self.gammas)
+        else:
+            c["lam"] = self.lams
+        return c
+
+    def lam_grid(self):
+        if self.discrete:
+            lam = self.gammas[None, :] / (1.0 - self.betas[:, None]) ** 2
+        else:
+            lam = self.lams
+        return np.broadcast_to(lam, self.shape).copy()
+
+    def empty_data(self):
+        d = self.d
+        data = {}
+        for name, (dtype, _) in SCALAR_FIELDS.items():
+            fill = np.nan if np.issubdtype(dtype, np.floating) else 0
+            data[name] = np.full(self.shape, fill, dtype=dtype)
+        for name, (dtype, _) in VECTOR_FIELDS.items():
+            data[name] = np.full(self.shape + (d,), np.nan, dtype=dtype)
+        return data
+
+    def seed_of(self, rep):
+        return int(self.config["seed"]) + rep
+
+
+def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size, seed, tol, alpha,
+                 replace,
+                 gradient, theory, theory_tol):
+    if isinstance(problem_or_spec, Problem):
+        problem, spec = problem_or_spec, None
+    else:
+        problem, spec = None, _check_spec(problem_or_spec)
+    reps = as_int("reps", reps, low=1)
+    seed = as_int("seed", seed, low=0, high=2**62)
+    tol = as_float("tol", tol, low=0.0, allow_none=True)
+    alpha = as_float("alpha", alpha, low=0.0, low_open=True)
+    theory_tol = as_float("theory_tol", theory_tol, low=0.0)
+    if not isinstance(theory, (bool, np.bool_)):
+        raise TypeError(f"theory must be a bool, got {theory!r}")
+    check_gradient_form(gradient)
+    example = problem if problem is not None else _spec_problem(spec, seed)
+    initial_weights(example.d, alpha, None, None)
+    config = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "reps": reps, "seed": seed, "tol": tol,
+              "alpha": alpha, "gradient": gradient, "theory": bool(theory), "theory_tol": theory_tol,
+              "spec": spec, "fingerprint": _fingerprint(problem) if problem is not None else None,
+              "n": example.n, "d": example.d}
+    discrete = gammas is not None or betas is not None
+    if discrete and lams is not None:
+        raise ValueError("give either gammas and betas (a discrete (beta, gamma) grid) or lams (a flow "
+                         "line), not both")
+    if discrete:
+        if gammas is None or betas is None:
+            raise ValueError("a discrete sweep needs both gammas and betas")
+        if steps is None:
+            raise ValueError("a discrete sweep needs steps (updates per run)")
+        if t_max is not None:
+            raise ValueError("t_max is for flow sweeps (lams=...); a discrete sweep takes steps")
+        gammas = as_grid("gammas", gammas, low=0.0, low_open=True)
+        betas = as_grid("betas", betas, low=0.0, high=1.0, high_open=True)
+        steps = as_int("steps", steps, low=0)
+        replace = bool(replace)
+        c = make_mgd_config(example, gammas[0], betas[0], steps, batch_size, replace, 0, tol, gradient)
+        if problem is not None and reps > 1 and c.batch_size is None:
+            raise ValueError("reps > 1 with a fixed Problem and full-batch MGD would repeat identical runs; "
+                             "pass a spec (dict of sparse_regression arguments) to vary the data, or a "
+                             "batch_size")
+        config.update(kind=c.kind, gammas=gammas.tolist(), betas=betas.tolist(), steps=steps,
+                      batch_size=c.batch_size, replace=replace if c.batch_size is not None else False)
+    else:
+        if lams is None:
+            raise ValueError("give gammas and betas (discrete sweep) or lams (flow sweep)")
+        if steps is not None:
+            raise ValueError("steps is for discrete sweeps; a flow sweep (lams=...) takes t_max")
+        if t_max is None:
+            raise ValueError("a flow sweep (lams=...) needs t_max")
+        if batch_size is not None:
+            raise ValueError("batch_size is for discrete (SMGD) sweeps")
+        if problem is not None and reps > 1:
+            raise ValueError("reps > 1 with a fixed Problem would repeat identical flows; pass a spec")
+        lams = as_grid("lams", lams, low=0.0)
+        t_max = as_float("t_max", t_max, low=0.0, low_open=True)
+        config.update(kind="mgf", lams=lams.tolist(), t_max=t_max)
+    return config, problem
+
+
+def _spec_problem(spec, seed):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return sparse_regression(**spec, seed=seed)
+
+
+_SEMANTIC_KEYS = ("kind", "reps", "seed", "tol", "alpha", "gradient", "theory", "theory_tol", "spec",
+                  "fingerprint", "gammas", "betas", "steps", "batch_size", "replace", "lams", "t_max", "n",
+                  "d")
+
+
+def config_differences(a, b):
+    return [k for k in _SEMANTIC_KEYS if to_jsonable(a.get(k)) != to_jsonable(b.get(k))]
+

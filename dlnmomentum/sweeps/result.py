@@ -1,0 +1,172 @@
+"""The labelled result of a sweep: :class:`Sweep` (arrays over ``(rep, beta, gamma)`` or ``(rep, lam)``)."""
+
+import json
+import warnings
+
+import numpy as np
+
+from ..runs.points import field_description
+from ..status import Status
+from ..store.files import to_jsonable
+
+# The labelled result
+# ---------------------------------------------------------------------------------------------------
+
+class Sweep:
+    """Labelled result of a sweep: arrays indexed ``(rep, beta, gamma)`` or ``(rep, lam)``.
+
+    Fields (see the module docstring) are available as ``sweep.test_loss`` or
+    ``sweep["test_loss"]``; vector fields (``s_plus``, ``s_minus``, ``theta``) have a trailing
+    ``coord`` axis. Points not computed yet (``done`` False) hold NaN (0 for integer fields).
+
+    Attributes
+    ----------
+    dims : tuple of str
+    coords : dict
+        Name → 1-D coordinate array (``rep``, ``beta``, ``gamma`` or ``lam``, ``coord``).
+    data : dict
+        Field name → array.
+    done : ndarray of bool
+    config : dict
+        The sweep's configuration (as stored).
+    path : str or None
+        The store, when there is one.
+    """
+
+    def __init__(self, dims, coords, data, done, config, path=None):
+        self.dims = tuple(dims)
+        self.coords = {k: np.asarray(v) for k, v in coords.items()}
+        self.data = dict(data)
+        self.done = np.asarray(done, dtype=bool)
+        self.config = dict(config)
+        self.path = path
+
+    # -- access ------------------------------------------------------------------------------------
+    @property
+    def fields(self):
+        return tuple(self.data)
+
+    @property
+    def shape(self):
+        return self.done.shape
+
+    @property
+    def complete(self):
+        """True when every point is done."""
+        return bool(self.done.all())
+
+    def __getitem__(self, name):
+        try:
+            return self.data[name]
+        except KeyError:
+            raise KeyError(f"no field {name!r}; fields: {', '.join(self.data)}") from None
+
+    def __getattr__(self, name):
+        data = self.__dict__.get("data")
+        if data is not None and name in data:
+            return data[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __repr__(self):
+        sizes = ", ".join(f"{d}={self.done.shape[i]}" for i, d in enumerate(self.dims))
+        return (f"Sweep({self.config.get('kind', '?')}: {sizes}; "
+                f"{int(self.done.sum())}/{self.done.size} points "
+                f"done{'; store ' + self.path if self.path else ''})")
+
+    # -- reductions --------------------------------------------------------------------------------
+    def mean(self, dim="rep", skipna=False):
+        """Average over one dimension (``"rep"`` by default); returns a :class:`Sweep` without it.
+
+        Float fields are averaged (``skipna``: ignoring NaN, e.g. diverged points); ``crossed``
+        becomes the fraction of crossed runs, ``steps_done`` the mean; ``status`` is dropped.
+        Only points done along the whole reduced axis are reported (NaN elsewhere).
+        """
+        if dim not in self.dims:
+            raise ValueError(f"dim must be one of {self.dims}, got {dim!r}")
+        axis = self.dims.index(dim)
+        done = self.done.all(axis=axis)
+        out = {}
+        for name, arr in self.data.items():
+            if name == "status":
+                continue
+            values = np.asarray(arr, dtype=np.float64)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                red = np.nanmean(values, axis=axis) if skipna else values.mean(axis=axis)
+            mask = done.reshape(done.shape + (1,) * (red.ndim - done.ndim))
+            out[name] = np.where(mask, red, np.nan)
+        dims = self.dims[:axis] + self.dims[axis + 1:]
+        coords = {k: v for k, v in self.coords.items() if k != dim}
+        config = dict(self.config, reduced=f"mean over {dim}")
+        return Sweep(dims, coords, out, done, config, path=None)
+
+    def to_xarray(self):
+        """An :class:`xarray.Dataset` with the grid coordinates (and λ as a coordinate)."""
+        import xarray as xr
+
+        variables = {}
+        for name, arr in self.data.items():
+            dims = self.dims + (("coord",) if np.ndim(arr) == len(self.dims) + 1 else ())
+            attrs = {"description": field_description(name)}
+            variables[name] = xr.Variable(dims, np.asarray(arr), attrs)
+        variables["done"] = xr.Variable(self.dims, self.done)
+        coords = {k: v for k, v in self.coords.items() if k in self.dims or k == "coord"}
+        attrs = {"kind": "sweep", "config": json.dumps(to_jsonable(self.config))}
+        return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+    def summary(self):
+        """A few lines describing the sweep (the ``dlnm inspect`` text)."""
+        return "\n".join(summary_lines(self))
+
+
+def summary_lines(sw):
+    """The lines of :meth:`Sweep.summary` (and of ``dlnm inspect`` on a sweep store)."""
+    cfg = sw.config
+    kind = cfg.get("kind", "?")
+    sizes = " x ".join(f"{d}={n}" for d, n in zip(sw.dims, sw.shape, strict=True))
+    lines = [f"sweep        : {kind}, dims {sizes}" + (f"  ({sw.path})" if sw.path else "")]
+    if kind in ("mgd", "smgd"):
+        g, b = np.asarray(cfg["gammas"]), np.asarray(cfg["betas"])
+        lines.append(f"gamma        : {g.size} values in [{g.min():g}, {g.max():g}]")
+        lines.append(f"beta         : {b.size} values in [{b.min():g}, {b.max():g}]")
+        batch = ""
+        if cfg.get("batch_size"):
+            batch = f", batch size {cfg['batch_size']}" + (", with replacement" if cfg.get("replace") else "")
+        lines.append(f"steps        : {cfg['steps']}{batch}")
+    else:
+        lam = np.asarray(cfg["lams"])
+        lines.append(f"lambda       : {lam.size} values in [{lam.min():g}, {lam.max():g}]")
+        lines.append(f"t_max        : {cfg['t_max']:g}")
+    data = cfg.get("spec") or {"problem": "given Problem", "fingerprint": str(cfg.get("fingerprint",
+                                                                                      ""))[:12]}
+    lines.append(f"data         : reps={cfg['reps']}, seed={cfg['seed']}, "
+                 + ", ".join(f"{k}={v}" for k, v in data.items()))
+    lines.append(f"settings     : alpha={cfg['alpha']:g}, tol={cfg['tol']}, gradient={cfg['gradient']}, "
+                 f"theory={cfg['theory']}")
+    done = sw.done
+    lines.append(f"done         : {int(done.sum())}/{done.size} points"
+                 + (f", {cfg.get('sessions', 1)} session(s)" if "sessions" in cfg else ""))
+    if done.any():
+        status = np.asarray(sw.data["status"])[done]
+        counts = {_status_label(c): int((status == c).sum()) for c in np.unique(status)}
+        lines.append("status       : " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+        lines.append(f"crossed      : {int(np.asarray(sw.data['crossed'])[done].sum())} points")
+        for name in ("test_loss", "train_loss", "delta_inf_norm", "l1_norm", "prediction_gap",
+                     "normalized_distance"):
+            vals = np.asarray(sw.data[name], dtype=float)[done]
+            vals = vals[np.isfinite(vals)]
+            if vals.size:
+                lines.append(f"{name:<13}: min {vals.min():.4e}  median {np.median(vals):.4e}  "
+                             f"max {vals.max():.4e}  ({vals.size} finite)")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------------
+# Plan: what a sweep computes
+
+
+def _status_label(code):
+    try:
+        return Status(int(code)).label
+    except ValueError:  # a code this version does not know (a file from a newer one)
+        return str(int(code))
