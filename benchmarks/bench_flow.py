@@ -1,4 +1,4 @@
-"""Issue 3 performance: MGF(λ) on the default problem to t_max = 2000, RK4 kernel against scipy's odeint.
+"""Performance of MGF(λ) on the default problem to t_max = 2000, RK4 kernel against scipy's odeint.
 
 At equal accuracy of θ(t_max) (max error <= 1e-10 against a DOP853 rtol 1e-13 reference) the
 RK4 kernel must be >= 10x faster than ``scipy.integrate.odeint(rtol=1e-10, atol=1e-12)`` (goal

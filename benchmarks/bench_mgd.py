@@ -1,4 +1,4 @@
-"""Issue 2 performance: one full-batch MGD run, n=20, d=30, 10⁶ steps, all accumulators on.
+"""Performance of one full-batch MGD run, n=20, d=30, 10⁶ steps, all accumulators on.
 
 Targets: ≤ 0.3 s per run on the 2-core machine; ≥ 100× the plain NumPy
 reference per step. Compile time is measured separately, in a fresh process

@@ -1,4 +1,4 @@
-"""Issue 4 performance: the cost of streaming a run to an HDF5 store.
+"""Performance: the cost of streaming a run to an HDF5 store.
 
 Target: a full-batch MGD run (n=20, d=30, 10⁶ steps) recording a log-spaced schedule of
 ~1000 rows (763 distinct steps) with checkpoints every 10 s costs at most 10% more than the

@@ -1,4 +1,4 @@
-"""Issue 5 performance: a 400-point (β, γ) grid in lockstep, n=20, d=30, full batch, all accumulators on.
+"""Performance of a 400-point (β, γ) grid in lockstep, n=20, d=30, full batch, all accumulators on.
 
 Targets (2-core machine): ≤ 110 ns per run-step (2x the FLOP limit of ~55 ns: a Hessian-form
 run-step is 2d² = 1,800 flops, at the dgemm peak measured in the same session) and ≥ 5x the

@@ -1,4 +1,4 @@
-"""Issue 6 performance: the implicit-bias solver and the hyperbolic-entropy kernels.
+"""Performance of the implicit-bias solver and the hyperbolic-entropy kernels.
 
 Targets: ``implicit_bias`` with d = 10⁴, n ≤ 100 well under a second (≤ 0.5 s) on the 2-core machine,
 also for a tiny Δ (continuation in Δ); the paper's setting (n = 20, d = 30) in ≤ 0.1 s even at

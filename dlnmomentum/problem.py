@@ -116,11 +116,6 @@ class Problem:
         b[:d] = self.b
         return _frozen(X), _frozen(X.T), _frozen(H), _frozen(b)
 
-    @cached_property
-    def curvature_bound(self):
-        """Largest eigenvalue of H (the curvature of L)."""
-        return float(np.linalg.eigvalsh(self.hessian)[-1])
-
     def train_loss(self, theta):
         """L(θ) = ‖Xθ - y‖²/(2n) (inf for an overflowing θ)."""
         with np.errstate(over="ignore", invalid="ignore"):

@@ -1,4 +1,4 @@
-"""Theorem 2 and Corollary 1 checked on actual runs (issue 6, items 4 and tests)."""
+"""Theorem 2 and Corollary 1 checked on actual runs."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""HDF5 run stores (issue 4): round trips, crash safety and bitwise resume, h5py/xarray readability,
+"""HDF5 run stores: round trips, crash safety and bitwise resume, h5py/xarray readability,
 refusals, damaged files, chunk shapes.
 
 Writers that must die are subprocesses (``tests/store_helpers/writer.py``) that SIGKILL/SIGTERM
@@ -250,7 +250,7 @@ def test_h5py_alone_reads_everything(layout_store, small_problem):
     path, result = layout_store
     with h5py.File(path, "r") as f:
         a = f.attrs
-        assert a["format"] == "dlnmomentum-run" and a["format_version"] == 1
+        assert a["format"] == "dlnmomentum-run" and a["format_version"] == 2
         for key in ("package_version", "numba_version", "numpy_version", "h5py_version", "created", "kind"):
             assert key in a, key
         assert a["kind"] == "mgd" and a["status_name"] == "max_steps" and a["writer_state"] == "closed"

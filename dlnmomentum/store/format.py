@@ -24,7 +24,9 @@ from .files import (
 )
 
 FORMAT_NAME = "dlnmomentum-run"
-FORMAT_VERSION = 1
+#: 2 (0.3.0): types are named by stable names (``MGDResult``), not module paths; version 1 files are read
+#: and resumed (their module paths are mapped by :mod:`dlnmomentum.runs.registry`), and become version 2.
+FORMAT_VERSION = 2
 
 #: Chunk sizes of the time-extendable datasets, in bytes (uncompressed).
 MIN_CHUNK_BYTES = 10 * 1024

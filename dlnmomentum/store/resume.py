@@ -27,7 +27,7 @@ from .files import (
     signals_blocked,
     utc_now,
 )
-from .format import _product, delete_group
+from .format import FORMAT_VERSION, _product, delete_group
 from .read import Store, _check_readable, _checkpoints, _open_h5, _read_plan, _store_path
 from .writer import _drive_stored, _hook, _remove_temporaries, _template, _versions, _write_layout, _Writer
 
@@ -99,6 +99,7 @@ def _reopen(path, plan, ckpt):
                         "checkpoint": os.path.basename(ckpt.source) if ckpt is not None else None,
                         "recovered": not plan.clean, **_versions()})
         f.attrs.update({"status": np.int64(st.RUNNING), "status_name": "running", "writer_state": "open",
+                        "format_version": np.int64(FORMAT_VERSION),
                         "updated": utc_now(), "history": json.dumps(history)})
         f.flush()
         _hook("resume:reopened")
