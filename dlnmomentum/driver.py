@@ -11,8 +11,8 @@ Run protocol (duck-typed)
 ``total`` (planned steps), ``done`` (steps done), ``schedule`` (int64 record
 steps), ``cursor`` (int64[1] index into the schedule), ``new_block(rows)``
 (a dict of record buffers), ``advance(n_steps, block, offset)`` → kernel
-status (0 running, 1 converged, 3 diverged), ``chunk_steps`` (a good chunk
-length), ``finish(status)`` → result.
+status (a :class:`~dlnmomentum.Status` code: running, converged or diverged),
+``chunk_steps`` (a good chunk length), ``finish(status)`` → result.
 """
 
 import contextlib
@@ -116,10 +116,8 @@ def drive(run, *, progress=False, desc="run", sink=None, collect=True):
                         sink.append(block, rows)
                 if bar is not None:
                     bar.update(run.done - before)
-                if code == 1:
-                    status = st.CONVERGED
-                elif code == 3:
-                    status = st.DIVERGED
+                if code != st.RUNNING:  # the kernel stopped the run: converged or diverged
+                    status = st.Status(code)
                 elif run.done >= run.total:
                     status = st.MAX_STEPS
                 elif flag["signum"] is not None:

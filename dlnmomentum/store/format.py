@@ -87,7 +87,7 @@ def encode_chunks(rows, chunks, level=GZIP_LEVEL):
     out = []
     trailing = chunks[1:]
     grid = [range(0, s, c) for s, c in zip(rows.shape[1:], trailing, strict=True)]
-    for offsets in _product(grid):
+    for offsets in chunk_offsets(grid):
         src = rows[(slice(None),) + tuple(slice(o, o + c) for o, c in zip(offsets, trailing, strict=True))]
         if src.shape == tuple(chunks):
             full = np.ascontiguousarray(src)
@@ -99,12 +99,12 @@ def encode_chunks(rows, chunks, level=GZIP_LEVEL):
     return out
 
 
-def _product(ranges):
+def chunk_offsets(ranges):
     if not ranges:
         yield ()
         return
     for head in ranges[0]:
-        for tail in _product(ranges[1:]):
+        for tail in chunk_offsets(ranges[1:]):
             yield (head,) + tail
 
 

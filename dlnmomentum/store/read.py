@@ -44,7 +44,7 @@ def _trajectory_field(result):
     return None
 
 
-def _read_series(f, schema, rows=None):
+def read_series(f, schema, rows=None):
     out = {}
     for key, s in schema.items():
         ds = f[s.path]
@@ -59,14 +59,14 @@ def _read_series(f, schema, rows=None):
 
 # -- opening files ----------------------------------------------------------------------------
 
-def _store_path(path):
+def store_path(path):
     try:
         return os.fspath(path)
     except TypeError:
         raise TypeError(f"store must be a path (str or os.PathLike), got {type(path).__name__}") from None
 
 
-def _check_readable(path):
+def check_readable(path):
     if not os.path.exists(path):
         raise FileNotFoundError(f"store {path} does not exist")
     if os.path.isdir(path):
@@ -91,11 +91,11 @@ def _open_error(path, exc):
                              f"(HDF5: {msg})")
 
 
-def _open_h5(path, retries=20):
+def open_h5(path, retries=20):
     """``(h5py.File, live)`` read-only; ``live`` when a writer has the file open or died with it open."""
     import time
 
-    _check_readable(path)
+    check_readable(path)
     last = None
     for _ in range(retries):
         try:
@@ -155,8 +155,8 @@ class _Plan:
     embedded: Checkpoint | None
 
 
-def _read_plan(path):
-    f, live = _open_h5(path)
+def read_plan(path):
+    f, live = open_h5(path)
     with f:
         header = _read_header(f, path)
         if header.get("kind") == "sweep":
@@ -175,7 +175,7 @@ def _read_plan(path):
     return _Plan(header, description, problem, initial, schema, lengths, clean, embedded)
 
 
-def _checkpoints(path, plan):
+def valid_checkpoints(path, plan):
     """Valid checkpoints of this store, best (most advanced) first."""
     found = [plan.embedded] if plan.embedded is not None else []
     sides = side_paths(path)
@@ -238,8 +238,8 @@ class Store:
     """A run store opened for reading (see :func:`open_store`). The file is opened per access."""
 
     def __init__(self, path):
-        self.path = _store_path(path)
-        f, live = _open_h5(self.path)
+        self.path = store_path(path)
+        f, live = open_h5(self.path)
         with f:
             self.attrs = _read_header(f, self.path)
             if self.attrs.get("kind") == "sweep":
@@ -252,7 +252,7 @@ class Store:
 
     @contextlib.contextmanager
     def _file(self):
-        f, _ = _open_h5(self.path)
+        f, _ = open_h5(self.path)
         with f:
             yield f
 
@@ -335,7 +335,7 @@ class Store:
                            f"recorded: {', '.join(self.observables)}")
         with self._file() as f:
             n = min(self._lengths.values())
-            series = _read_series(f, {k: self._schema[k] for k in ("step", "time", name)}, n)
+            series = read_series(f, {k: self._schema[k] for k in ("step", "time", name)}, n)
             g = f[f"observables/{name}"]
             units = attr_str(g.attrs.get("units", OBSERVABLE_INFO.get(name, ("1",))[0]))
             description = attr_str(g.attrs.get("description", ""))
@@ -356,7 +356,7 @@ class Store:
         if not self._schema:
             return None
         with self._file() as f:
-            return trajectory_from_fields(_read_series(f, self._schema, self.rows))
+            return trajectory_from_fields(read_series(f, self._schema, self.rows))
 
     @property
     def result(self):
@@ -381,8 +381,8 @@ class Store:
     @property
     def checkpoint(self):
         """The newest valid checkpoint (side file or /checkpoint), or None."""
-        plan = _read_plan(self.path)
-        found = _checkpoints(self.path, plan)
+        plan = read_plan(self.path)
+        found = valid_checkpoints(self.path, plan)
         return found[0] if found else None
 
     def to_xarray(self, name=None):
@@ -527,6 +527,6 @@ def inspect_json(path):
 
 def file_kind(path):
     """``"sweep"`` for a sweep store, the run kind (``"mgd"``, ``"mgf"`` ...) for a run store."""
-    f, _ = _open_h5(path)
+    f, _ = open_h5(path)
     with f:
         return attr_str(f.attrs.get("kind", ""))

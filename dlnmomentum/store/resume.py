@@ -27,9 +27,17 @@ from .files import (
     signals_blocked,
     utc_now,
 )
-from .format import FORMAT_VERSION, _product, delete_group
-from .read import Store, _check_readable, _checkpoints, _open_h5, _read_plan, _store_path
-from .writer import _drive_stored, _hook, _remove_temporaries, _template, _versions, _write_layout, _Writer
+from .format import FORMAT_VERSION, chunk_offsets, delete_group
+from .read import Store, check_readable, open_h5, read_plan, store_path, valid_checkpoints
+from .writer import (
+    StoreWriter,
+    drive_stored,
+    remove_temporaries,
+    software_versions,
+    template_result,
+    test_hook,
+    write_layout,
+)
 
 
 def _run_class(plan, path):
@@ -54,12 +62,12 @@ def _rebuild_run(plan, ckpt, path):
 def _copy_committed(path, plan, written):
     """A fresh copy of a store whose writer died: layout + the committed chunks, bit for bit."""
     tmp = f"{path}.rebuild{os.getpid()}.tmp"
-    src, _ = _open_h5(path)
+    src, _ = open_h5(path)
     try:
         with src, h5py.File(tmp, "w", libver="latest") as dst:
             header = {k: v for k, v in src.attrs.items() if k != "config"}
-            template = _template(_run_class(plan, path), plan.problem, plan.description, plan.initial)
-            _write_layout(dst, header, plan.description, plan.problem, plan.initial, plan.schema, template)
+            template = template_result(_run_class(plan, path), plan.problem, plan.description, plan.initial)
+            write_layout(dst, header, plan.description, plan.problem, plan.initial, plan.schema, template)
             for key, s in plan.schema.items():
                 n = written[key]
                 if not n:
@@ -68,7 +76,7 @@ def _copy_committed(path, plan, written):
                 dds.resize(n, axis=0)
                 grid = [range(0, size, c) for size, c in zip(s.row_shape, s.chunks[1:], strict=True)]
                 for row in range(0, n, s.chunk_rows):
-                    for offsets in _product(grid):
+                    for offsets in chunk_offsets(grid):
                         mask, data = sds.id.read_direct_chunk((row,) + offsets)
                         dds.id.write_direct_chunk((row,) + offsets, data, mask)
         fsync_file(tmp)
@@ -97,12 +105,12 @@ def _reopen(path, plan, ckpt):
         history.append({"event": "resumed", "time": utc_now(), "pid": os.getpid(),
                         "from_step": ckpt.done if ckpt is not None else 0,
                         "checkpoint": os.path.basename(ckpt.source) if ckpt is not None else None,
-                        "recovered": not plan.clean, **_versions()})
+                        "recovered": not plan.clean, **software_versions()})
         f.attrs.update({"status": np.int64(st.RUNNING), "status_name": "running", "writer_state": "open",
                         "format_version": np.int64(FORMAT_VERSION),
                         "updated": utc_now(), "history": json.dumps(history)})
         f.flush()
-        _hook("resume:reopened")
+        test_hook("resume:reopened")
     except BaseException:
         f.close()
         raise
@@ -115,7 +123,7 @@ def _repair_flags(path):
     Returns True when the file needed it (it is then rebuilt from its committed rows).
     """
     try:
-        f, _ = _open_h5(path)
+        f, _ = open_h5(path)
         f.close()
     except StoreCorruptError as exc:
         if "left open by a writer" not in str(exc):
@@ -132,32 +140,32 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
     (restarted from step 0). A finished store is returned as is. The resumed run is
     bitwise identical to an uninterrupted one.
     """
-    path = _store_path(path)
-    _check_readable(path)
+    path = store_path(path)
+    check_readable(path)
     checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
     with deferred_signals() as flag:
         lock = WriterLock.acquire(path, "resuming")
         try:
             with signals_blocked():
-                _remove_temporaries(path)
+                remove_temporaries(path)
                 repaired = _repair_flags(path)
-                plan = _read_plan(path)
+                plan = read_plan(path)
                 plan.clean = plan.clean and not repaired
                 status = int(plan.header.get("status", st.RUNNING))
                 if plan.clean and status in st.TERMINAL:
                     lock.release()
                     return Store(path).result
-                candidates = _checkpoints(path, plan)
+                candidates = valid_checkpoints(path, plan)
                 ckpt = candidates[0] if candidates else None
                 run = _rebuild_run(plan, ckpt, path)
                 f = _reopen(path, plan, ckpt)
-                writer = _Writer(path, lock, run, plan.schema, plan.header, checkpoint_every=checkpoint_every,
+                writer = StoreWriter(path, lock, run, plan.schema, plan.header, checkpoint_every=checkpoint_every,
                                  f=f, rows=ckpt.rows if ckpt else 0, written=ckpt.written if ckpt else None,
                                  pending=ckpt.pending if ckpt else None,
                                  sequence=int(ckpt.meta.get("sequence", 0)) if ckpt else 0, collect=False)
         except BaseException:
             lock.release()
             raise
-        return _drive_stored(run, writer, flag, bool(progress))
+        return drive_stored(run, writer, flag, bool(progress))
 
 

@@ -81,9 +81,9 @@ from .format import (
     write_problem,
 )
 from .read import (
-    _read_series,
-    _store_path,
     _trajectory_field,
+    read_series,
+    store_path,
 )
 
 __all__ = ["run_with_store"]
@@ -103,12 +103,12 @@ MAX_QUEUED_BYTES = 64 * 2**20
 _TEST_HOOK = None
 
 
-def _hook(point):
+def test_hook(point):
     if _TEST_HOOK is not None:
         _TEST_HOOK(point)
 
 
-def _versions():
+def software_versions():
     import numba
 
     import dlnmomentum
@@ -120,7 +120,7 @@ def _versions():
 
 # -- the writer -------------------------------------------------------------------------------
 
-class _Writer:
+class StoreWriter:
     """The sink of :func:`dlnmomentum.driver.drive` for a stored run.
 
     One worker thread owns the HDF5 file: it creates the layout, compresses and
@@ -229,11 +229,11 @@ class _Writer:
             fsync_file(self.path)
 
     def _checkpoint_job(self, ckpt):
-        _hook("checkpoint:flush")
+        test_hook("checkpoint:flush")
         self._sync()
-        _hook("checkpoint:write")
+        test_hook("checkpoint:write")
         write_checkpoint_file(self.path, ckpt)
-        _hook("checkpoint:done")
+        test_hook("checkpoint:done")
 
     # -- driver protocol --------------------------------------------------------------------
     def append(self, block, rows):
@@ -256,7 +256,7 @@ class _Writer:
         due = self.checkpoint_every <= 0 or self.watch.elapsed() >= self.checkpoint_every
         if status == st.RUNNING and due:
             self.checkpoint(run)
-        _hook("chunk")
+        test_hook("chunk")
 
     def close(self, run, status):
         if self.closed:
@@ -340,7 +340,7 @@ class _Writer:
                 os.unlink(self.tmp_path)
 
     def _finalise(self, run, status):
-        _hook("close:start")
+        test_hook("close:start")
         final_ckpt = self._make_checkpoint(run, status)
         if status == st.INTERRUPTED:
             self._io(self._checkpoint_job, final_ckpt)
@@ -362,13 +362,13 @@ class _Writer:
         self._io(self._finalise_job, run, status, result, final_ckpt)
         self._reap(wait=True)
         self.result = result
-        _hook("close:done")
+        test_hook("close:done")
 
     def _read_job(self):
         for ds in self.dsets.values():
             if ds.shape[0] != self.rows:
                 ds.resize(self.rows, axis=0)
-        return _read_series(self.f, self.schema, self.rows)
+        return read_series(self.f, self.schema, self.rows)
 
     def _finalise_job(self, run, status, result, final_ckpt):
         for ds in self.dsets.values():
@@ -387,13 +387,13 @@ class _Writer:
                 if update_final_in_place(self.final_handles, result, Trajectory, type(run.problem)):
                     self._close_attrs(self.f, closing, event, modify=True)
                     done = True
-                    _hook("close:final-written")
+                    test_hook("close:final-written")
             except (OSError, ValueError, KeyError, TypeError):
                 done = False
         self.final_handles = None
         self.f.close()
         if not done:
-            _hook("close:reopen")
+            test_hook("close:reopen")
             with h5py.File(self.path, "r+", libver="latest") as f:
                 dims = Dims(run.problem.d)
                 write_final(f, dims, result, Trajectory, type(run.problem), complete=True)
@@ -433,7 +433,7 @@ def _initial_arrays(run):
     return {"u0": np.asarray(run.u0, dtype=np.float64), "v0": np.asarray(run.v0, dtype=np.float64)}
 
 
-def _write_layout(f, header, description, problem, initial, schema, template=None):
+def write_layout(f, header, description, problem, initial, schema, template=None):
     """Root attributes, /problem, /initial, /config_arrays, empty /observables and a template /final.
 
     ``template`` is the result of the fresh run: ``/final`` is created from it (marked
@@ -459,7 +459,7 @@ def _write_layout(f, header, description, problem, initial, schema, template=Non
     return None
 
 
-def _template(run_class, problem, description, initial):
+def template_result(run_class, problem, description, initial):
     """The result of a fresh run (its fields have the final shapes and types, mostly)."""
     import warnings
 
@@ -479,8 +479,8 @@ def _new_header(run, store_id):
               "status": np.int64(st.RUNNING), "status_name": "running", "writer_state": "open",
               "steps_total": np.int64(run.total), "steps_done": np.int64(0), "rows": np.int64(0),
               "platform": platform.platform()}
-    header.update(_versions())
-    header["history"] = json.dumps([{"event": "created", "time": now, "pid": os.getpid(), **_versions()}])
+    header.update(software_versions())
+    header["history"] = json.dumps([{"event": "created", "time": now, "pid": os.getpid(), **software_versions()}])
     return header
 
 
@@ -502,17 +502,17 @@ def _create(path, run, lock, checkpoint_every):
         raise StoreError(f"cannot create store {path}: {exc}") from exc
 
     def setup(f):
-        template = _template(type(run), run.problem, description, initial)
-        handles = _write_layout(f, header, description, run.problem, initial, schema, template)
+        template = template_result(type(run), run.problem, description, initial)
+        handles = write_layout(f, header, description, run.problem, initial, schema, template)
         f.flush()
-        _hook("create:layout")
+        test_hook("create:layout")
         f.swmr_mode = True
         os.replace(tmp, path)
         fsync_dir(path)
         return handles
 
     try:
-        return _Writer(path, lock, run, schema, header, checkpoint_every=checkpoint_every, f=f, setup=setup,
+        return StoreWriter(path, lock, run, schema, header, checkpoint_every=checkpoint_every, f=f, setup=setup,
                        tmp_path=tmp)
     except BaseException:
         f.close()
@@ -526,10 +526,10 @@ def _remove_store_files(path):
     for p in (path, sides["checkpoint"], sides["previous"]):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(p)
-    _remove_temporaries(path)
+    remove_temporaries(path)
 
 
-def _remove_temporaries(path):
+def remove_temporaries(path):
     """Temporary files of writers that died (only the lock holder calls this)."""
     directory, base = os.path.split(os.path.abspath(path))
     prefixes = tuple(base + suffix for suffix in (".ckpt.tmp", ".rebuild", ".creating"))
@@ -553,7 +553,7 @@ def _short_switch_interval(seconds=2e-4):
             sys.setswitchinterval(previous)
 
 
-def _drive_stored(run, writer, flag, progress):
+def drive_stored(run, writer, flag, progress):
     if flag["signum"] is not None:  # a signal arrived while the store was being set up
         writer.close(run, st.INTERRUPTED)
         run.interrupt_signal = flag["signum"]
@@ -587,7 +587,7 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
     StoreLockedError
         Another live process writes ``store``.
     """
-    path = _store_path(store)
+    path = store_path(store)
     checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
     if not isinstance(overwrite, (bool, np.bool_)):
         raise TypeError(f"overwrite must be a bool, got {overwrite!r}")
@@ -608,4 +608,4 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
         except BaseException:
             lock.release()
             raise
-        return _drive_stored(run, writer, flag, progress)
+        return drive_stored(run, writer, flag, progress)
