@@ -59,3 +59,85 @@ def as_array(name, value, *, ndim, shape=None, finite=True):
     if finite and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must contain only finite values")
     return np.ascontiguousarray(arr)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Arrays: the array-valued counterparts of as_float, for code that works element-wise on broadcast input
+# ---------------------------------------------------------------------------------------------------
+
+def _range_text(low, high, low_open, high_open):
+    """The allowed range as an interval, e.g. ``(0, inf)`` or ``[0, 1)``; an absent end is open and infinite."""
+    lo = "(" if low_open or low is None else "["
+    hi = ")" if high_open or high is None else "]"
+    return f"{lo}{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}{hi}"
+
+
+def as_real_array(name, value, *, low=None, high=None, low_open=False, high_open=False):
+    """A float64 array (0-d for a scalar) of finite entries within [low, high] (ends open when asked).
+
+    bool, complex and non-numeric input is a TypeError naming ``name``: complex input is refused rather
+    than cast to its real part.  An entry that is not finite or out of range is a ValueError naming
+    ``name``, the allowed range and the first offending entry.  No copy is made when ``value`` already is a
+    float64 array, so element-wise kernels on large arrays pay only for the range check.
+    """
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError) as exc:          # e.g. ragged nested sequences
+        raise TypeError(f"{name} must be real-valued: {exc}") from None
+    # Integers, floats, and object arrays of Python numbers (float() refuses complex ones below).
+    if raw.dtype.kind not in "iufO":
+        got = {"b": "bool", "c": "complex", "U": "str", "S": "bytes"}.get(raw.dtype.kind, f"dtype {raw.dtype}")
+        raise TypeError(f"{name} must be real-valued, got {got} input")
+    try:
+        arr = raw.astype(np.float64, copy=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be real-valued: {exc}") from None
+    ok = np.isfinite(arr)
+    if low is not None:
+        ok &= (arr > low) if low_open else (arr >= low)
+    if high is not None:
+        ok &= (arr < high) if high_open else (arr <= high)
+    if not np.all(ok):
+        shown = float(arr[~ok].flat[0]) if arr.ndim else float(arr)
+        raise ValueError(f"{name} must be finite and in {_range_text(low, high, low_open, high_open)}, "
+                         f"got {shown!r}")
+    return arr
+
+
+def as_real_vector(name, value, length, *, low=None, high=None, low_open=False, high_open=False):
+    """A per-coordinate parameter as a new float64 vector of shape (length,), entries as in :func:`as_real_array`.
+
+    A scalar, or an array of shape (1,), stands for the same value in every coordinate and is broadcast;
+    any other shape than (length,) is a ValueError naming ``name`` and the expected shape.
+    """
+    arr = as_real_array(name, value, low=low, high=high, low_open=low_open, high_open=high_open)
+    if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] not in (1, length)):
+        raise ValueError(f"{name} must be a scalar or have shape ({length},), got shape {arr.shape}")
+    return np.array(np.broadcast_to(arr, (length,)))
+
+
+def broadcast_named(**arrays):
+    """``np.broadcast_arrays`` of two or more keyword arrays, in order, as a tuple of (read-only) views.
+
+    Shapes that do not broadcast are a ValueError naming every parameter with its shape.
+    """
+    try:
+        return tuple(np.broadcast_arrays(*arrays.values()))
+    except ValueError:
+        shapes = [f"{name} of shape {np.shape(arr)}" for name, arr in arrays.items()]
+        raise ValueError(f"{', '.join(shapes[:-1])} and {shapes[-1]} do not broadcast") from None
+
+
+def as_design(X, y):
+    """A regression design: X of shape (n, d) with n, d >= 1 and targets y of shape (n,), finite and real.
+
+    Returns C-contiguous float64 arrays (no copy when the input already is one); errors name ``X`` or ``y``
+    as :func:`as_real_array` does, and a shape mismatch names both shapes.
+    """
+    X = as_real_array("X", X)
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be a non-empty 2-dimensional array of shape (n, d), got shape {X.shape}")
+    y = as_real_array("y", y)
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"y must have shape ({X.shape[0]},) to match X of shape {X.shape}, got {y.shape}")
+    return np.ascontiguousarray(X), np.ascontiguousarray(y)

@@ -527,7 +527,7 @@ def test_predict():
     np.testing.assert_allclose(same.predicted_theta, same.theta_gf_delta_inf, rtol=0, atol=0)
     with pytest.raises(ValueError, match="theta_final"):
         theory.predict(X, y, delta_inf, theta0, np.ones(5))
-    with pytest.raises(ValueError, match="delta"):
+    with pytest.raises(ValueError, match="delta_inf"):
         theory.predict(X, y, np.zeros(30), theta0, predicted)
     with pytest.raises(AttributeError):
         pred.prediction_gap = 0.0                                  # frozen

@@ -1,0 +1,205 @@
+"""Parameter maps between momentum gradient descent MGD(γ, β) and momentum gradient flow MGF(λ).
+
+* :func:`lam` and :func:`eps`: Proposition 1 (``prop:discretisation``): MGD(γ, β) discretises
+  ``λ ẅ + ẇ + ∇F(w) = 0`` (eq. ``mgf:lambda``) with λ = γ/(1 - β)² at step ε = γ/(1 - β)
+  (eq. ``mgf:discretisation``);
+* :func:`lam_central`: the central-first-difference discretisation of Appendix A
+  (``app:sec:notations``);
+* :func:`from_lam_eps`: the inverse map (λ, ε) → (γ, β);
+* :func:`accelerate`: the acceleration rule of Corollary 1 (``cor:speedup``);
+* :func:`small_lambda_bound`: Proposition 3's (``small_lambda``) bound on λ that keeps the balancedness
+  positive.
+
+All maps broadcast their arguments and return floats for scalar input.
+"""
+
+import numpy as np
+
+from ..validate import as_design, as_real_array, as_real_vector, broadcast_named
+from ._float64 import scalar_or_array
+
+
+def _gamma_beta(gamma, beta):
+    """(γ, β) of MGD, broadcast together: γ in (0, inf), β in [0, 1)."""
+    g = as_real_array("gamma", gamma, low=0, low_open=True)
+    b = as_real_array("beta", beta, low=0, high=1, high_open=True)
+    return broadcast_named(gamma=g, beta=b)
+
+
+def lam(gamma, beta):
+    """MGF parameter λ = γ / (1 - β)² of MGD(γ, β) (Proposition 1, ``prop:discretisation``).
+
+    Parameters
+    ----------
+    gamma : float or array_like
+        Step size γ > 0 (finite).
+    beta : float or array_like
+        Momentum parameter β in [0, 1).  Broadcast against ``gamma``.
+
+    Returns
+    -------
+    float or ndarray
+        λ, such that MGD(γ, β) is the discretisation (eq. ``mgf:discretisation``) of
+        ``λ ẅ + ẇ + ∇F(w) = 0`` with step ε = γ / (1 - β).
+
+    Raises
+    ------
+    ValueError
+        If γ ≤ 0, γ is not finite, or β is outside [0, 1).
+    """
+    g, b = _gamma_beta(gamma, beta)
+    return scalar_or_array(g / (1.0 - b) ** 2)
+
+
+def eps(gamma, beta):
+    """Discretisation step ε = γ / (1 - β) = sqrt(λγ) of MGD(γ, β) (Proposition 1).
+
+    One MGD step advances MGF(λ) time by ε.
+
+    Parameters
+    ----------
+    gamma : float or array_like
+        Step size γ > 0 (finite).
+    beta : float or array_like
+        Momentum parameter β in [0, 1).
+
+    Returns
+    -------
+    float or ndarray
+        ε.
+
+    Raises
+    ------
+    ValueError
+        If γ ≤ 0, γ is not finite, or β is outside [0, 1).
+    """
+    g, b = _gamma_beta(gamma, beta)
+    return scalar_or_array(g / (1.0 - b))
+
+
+def lam_central(gamma, beta):
+    """λ of the central-first-difference discretisation, (1 + β) γ / (2 (1 - β)²) (Appendix A).
+
+    Discretising ``λ ẅ + ẇ + ∇F(w) = 0`` with a central first-order difference instead of a
+    backward one gives MGD(γ, β) with this λ and the same step ε = γ / (1 - β).  It agrees with
+    :func:`lam` as β → 1.
+
+    Parameters
+    ----------
+    gamma : float or array_like
+        Step size γ > 0 (finite).
+    beta : float or array_like
+        Momentum parameter β in [0, 1).
+
+    Returns
+    -------
+    float or ndarray
+        The central-difference λ.
+
+    Raises
+    ------
+    ValueError
+        If γ ≤ 0, γ is not finite, or β is outside [0, 1).
+    """
+    g, b = _gamma_beta(gamma, beta)
+    return scalar_or_array((1.0 + b) * g / (2.0 * (1.0 - b) ** 2))
+
+
+def from_lam_eps(lam, eps):
+    """Invert Proposition 1: MGD parameters (γ, β) = (ε² / λ, 1 - ε / λ) for MGF(λ) at step ε.
+
+    Parameters
+    ----------
+    lam : float or array_like
+        MGF parameter λ > 0 (finite).
+    eps : float or array_like
+        Discretisation step ε in (0, λ] (finite); ε ≤ λ is what makes β ≥ 0.
+
+    Returns
+    -------
+    gamma, beta : float or ndarray
+        Step size and momentum parameter, β in [0, 1).
+
+    Raises
+    ------
+    ValueError
+        If λ ≤ 0, ε ≤ 0, either is not finite, or ε > λ (which would give β < 0).
+    """
+    lm = as_real_array("lam", lam, low=0, low_open=True)
+    ep = as_real_array("eps", eps, low=0, low_open=True)
+    lm, ep = broadcast_named(lam=lm, eps=ep)
+    if np.any(ep > lm):
+        raise ValueError("eps must be in (0, lam] so that beta = 1 - eps/lam is in [0, 1), "
+                         f"got eps={float(ep[ep > lm].flat[0])!r} > lam={float(lm[ep > lm].flat[0])!r}")
+    ratio = ep / lm
+    return scalar_or_array(ep * ratio), scalar_or_array(1.0 - ratio)
+
+
+def accelerate(gamma, beta, rho):
+    """Acceleration rule (Corollary 1, ``cor:speedup``): (γ̂, β̂) = (ρ² γ, 1 - ρ (1 - β)).
+
+    MGD(γ̂, β̂) discretises the same MGF(λ) as MGD(γ, β) (same λ) with step ε̂ = ρ ε, so it runs
+    ρ times faster along the same path.
+
+    Parameters
+    ----------
+    gamma : float or array_like
+        Step size γ > 0 (finite).
+    beta : float or array_like
+        Momentum parameter β in [0, 1).
+    rho : float or array_like
+        Speed-up factor ρ > 0 (finite); must satisfy ρ (1 - β) ≤ 1 so that β̂ ≥ 0.
+
+    Returns
+    -------
+    gamma_hat, beta_hat : float or ndarray
+        The accelerated parameters, β̂ in [0, 1).
+
+    Raises
+    ------
+    ValueError
+        If γ, β or ρ are out of range, or β̂ = 1 - ρ(1 - β) would be negative.
+    """
+    g, b = _gamma_beta(gamma, beta)
+    r = as_real_array("rho", rho, low=0, low_open=True)
+    g, b, r = broadcast_named(gamma=g, beta=b, rho=r)
+    one_minus_beta_hat = r * (1.0 - b)
+    if np.any(one_minus_beta_hat > 1.0):
+        bad = one_minus_beta_hat > 1.0
+        raise ValueError("rho must satisfy rho * (1 - beta) <= 1 so that beta_hat = 1 - rho*(1 - beta) is "
+                         f"in [0, 1), got rho={float(r[bad].flat[0])!r}, beta={float(b[bad].flat[0])!r}")
+    return scalar_or_array(r * r * g), scalar_or_array(1.0 - one_minus_beta_hat)
+
+
+def small_lambda_bound(X, y, delta0):
+    """Proposition 3 (``small_lambda``): λ ≤ n · min_i Δ₀,ᵢ / ‖y‖² keeps the balancedness positive.
+
+    For MGF(λ) with λ below this bound the balancedness Δ_t never vanishes, so Corollary 2 applies
+    and Δ_∞ < Δ₀ coordinate-wise.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+        Design matrix (only n and d are used).
+    y : array_like, shape (n,)
+        Targets, not all zero.
+    delta0 : float or array_like, shape (d,)
+        Initial balancedness Δ₀ = |u₀² - v₀²| ≥ 0 (finite).
+
+    Returns
+    -------
+    float
+        The bound n · min(Δ₀) / ‖y‖².
+
+    Raises
+    ------
+    ValueError
+        On malformed shapes, negative or non-finite Δ₀, or y = 0.
+    """
+    X, y = as_design(X, y)
+    n, d = X.shape
+    d0 = as_real_vector("delta0", delta0, d, low=0)
+    y_norm = np.linalg.norm(y)
+    if y_norm == 0.0:
+        raise ValueError("y must not be identically zero (the bound divides by ||y||^2)")
+    return float(n * np.min(d0) / y_norm**2)
