@@ -107,6 +107,10 @@ def trajectory_from_blocks(blocks, d, time_of_step, extra_names=()):
 class ResultMixin:
     """Status helpers and lazy theory predictions for frozen result classes."""
 
+    def __post_init__(self):
+        # ``status`` is always a Status member, whether the result comes from a live run or a store.
+        object.__setattr__(self, "status", Status(int(self.status)))
+
     @property
     def message(self):
         return Status(self.status).message

@@ -6,6 +6,13 @@ import numbers
 import numpy as np
 
 
+def _range_text(low, high, low_open, high_open):
+    """The allowed range as an interval, e.g. ``(0, inf)`` or ``[0, 1)``; an absent end is open and infinite."""
+    lo = "(" if low_open or low is None else "["
+    hi = ")" if high_open or high is None else "]"
+    return f"{lo}{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}{hi}"
+
+
 def as_float(name, value, *, low=None, high=None, low_open=False, high_open=False, allow_none=False):
     """A finite real scalar within [low, high] (ends open when asked)."""
     if value is None and allow_none:
@@ -13,9 +20,7 @@ def as_float(name, value, *, low=None, high=None, low_open=False, high_open=Fals
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     v = float(value)
-    lo = "(" if low_open or low is None else "["
-    hi = ")" if high_open or high is None else "]"
-    rng = f"{lo}{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}{hi}"
+    rng = _range_text(low, high, low_open, high_open)
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite and in {rng}, got {value!r}")
     if low is not None and (v < low or (low_open and v == low)):
@@ -44,9 +49,13 @@ def as_int(name, value, *, low=None, high=None, allow_none=False):
 
 
 def as_array(name, value, *, ndim, shape=None, finite=True):
-    """A C-contiguous float64 copy with the given number of dimensions."""
+    """A C-contiguous float64 copy with the given number of dimensions (complex or bool input is refused)."""
     try:
-        arr = np.array(value, dtype=np.float64, copy=True)
+        raw = np.asarray(value)
+        if raw.dtype.kind not in "iufO":
+            got = {"b": "bool", "c": "complex", "U": "str", "S": "bytes"}.get(raw.dtype.kind, f"dtype {raw.dtype}")
+            raise TypeError(f"got {got} input")
+        arr = np.array(raw, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be a real array: {exc}") from None
     if arr.ndim != ndim:
@@ -64,13 +73,6 @@ def as_array(name, value, *, ndim, shape=None, finite=True):
 # ---------------------------------------------------------------------------------------------------
 # Arrays: the array-valued counterparts of as_float, for code that works element-wise on broadcast input
 # ---------------------------------------------------------------------------------------------------
-
-def _range_text(low, high, low_open, high_open):
-    """The allowed range as an interval, e.g. ``(0, inf)`` or ``[0, 1)``; an absent end is open and infinite."""
-    lo = "(" if low_open or low is None else "["
-    hi = ")" if high_open or high is None else "]"
-    return f"{lo}{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}{hi}"
-
 
 def as_real_array(name, value, *, low=None, high=None, low_open=False, high_open=False):
     """A float64 array (0-d for a scalar) of finite entries within [low, high] (ends open when asked).

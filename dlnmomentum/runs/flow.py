@@ -54,7 +54,7 @@ import numpy as np
 from ..driver import RunStateMixin, chunk_steps_for
 from ..kernels import flow as K
 from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
-from ..status import DIVERGED
+from ..status import DIVERGED, Status
 from ..validate import as_array, as_float, as_int
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
 from .stepping import (
@@ -112,7 +112,7 @@ class FlowResult(ResultMixin):
 
     kind: str
     config: FlowConfig
-    status: int
+    status: Status
     steps_done: int
     t_done: float
     lam: float

@@ -19,6 +19,7 @@ from ..kernels import mgd as K
 from ..kernels.rng import _fill_batches, _seed_state
 from ..problem import Problem
 from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
+from ..status import Status
 from ..validate import as_float, as_int
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
 
@@ -65,7 +66,7 @@ class MGDResult(ResultMixin):
 
     kind: str
     config: MGDConfig
-    status: int
+    status: Status
     steps_done: int
     gamma: float
     beta: float
