@@ -20,7 +20,7 @@ _measured = {}
 
 @pytest.fixture(scope="module")
 def gpu():
-    from dlnmomentum import cuda_engine as CE
+    from dlnmomentum.sweeps import cuda as CE
 
     ok, reason = CE.cuda_available()
     if not ok or "simulator" in reason:

@@ -82,7 +82,7 @@ def agreement_cases(quick=False):
 def run_agreement(spec, reps, points, steps, chunks, resume_after, mode, tol=None, batch_size=None,
                   replace=False):
     import dlnmomentum as dm
-    from dlnmomentum import cuda_engine as CE
+    from dlnmomentum.sweeps import cuda as CE
 
     problems = [dm.sparse_regression(**spec, seed=r) for r in range(reps)]
     d = problems[0].d
@@ -123,7 +123,7 @@ def print_agreement(name, rep):
 def gpu_ns_per_run_step(problem, runs, steps=BENCH_STEPS, tol=None, mode="hessian", chunk=5000,
                         warps_per_block=None):
     """ns per run-step of the CUDA engine (every accumulator), compile and transfers excluded."""
-    from dlnmomentum import cuda_engine as CE
+    from dlnmomentum.sweeps import cuda as CE
 
     d = problem.d
     w0 = np.full(d, 0.01)
@@ -238,7 +238,7 @@ def run_benchmark(quick=False):
 
 
 def environment():
-    from dlnmomentum import cuda_engine as CE
+    from dlnmomentum.sweeps import cuda as CE
 
     lines = [f"python {platform.python_version()}, numpy {np.__version__}"]
     try:

@@ -18,7 +18,7 @@ from .store import run_with_store
 from .store.files import StoreError, StoreExistsError
 from .store.sweep_format import SweepFile
 from .store.sweep_format import lock as sweep_lock
-from .sweeps.execute import block_size_of, run_plan, store_path
+from .sweeps.execute import block_size_of, check_device, run_plan, store_path
 from .sweeps.plan import Plan, config_differences
 from .sweeps.plan import make_config as make_sweep_config
 from .validate import as_int
@@ -193,7 +193,7 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
 def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_max=None, reps=1,
           batch_size=None, seed=0, store=None, tol=None, progress=None, alpha=0.01, replace=False,
           gradient="auto", block_size=None, theory=False, theory_tol=1e-8, resume=False, overwrite=False,
-          log=None, wave_size=None):
+          log=None, wave_size=None, device="cpu"):
     r"""Run MGD/SMGD over a (β, γ) grid, or MGF(λ) over a λ line, for ``reps`` data sets.
 
     Parameters
@@ -245,6 +245,10 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
     wave_size : int, optional
         Points per wave (rounded up to whole blocks); a wave's points are written together.
         Default: about ``WAVE_SECONDS`` (20 s) of work.
+    device : {"cpu", "cuda"}
+        ``cpu``: the lockstep SIMD engine on all cores; ``cuda``: one warp per run on an NVIDIA GPU
+        (discrete sweeps; needs numba-cuda, ``pip install ".[cuda]"``). Every point agrees with the
+        CPU engine (see ``benchmarks/README.md`` for the measured agreement).
 
     Returns
     -------
@@ -257,10 +261,11 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     plan = Plan(config, problem)
+    check_device(device, plan)
     if store is None:
         if resume:
             raise ValueError("resume=True needs a store")
-        return run_plan(plan, None, progress, block_size, log, wave_size)
+        return run_plan(plan, None, progress, block_size, log, wave_size, device)
     path = store_path(store)
     lock = sweep_lock(path)
     try:
@@ -279,13 +284,16 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
                                        "overwrite=True to replace it")
         if not os.path.exists(path):
             sw.create(plan)
-        return run_plan(plan, sw, progress, block_size, log, wave_size)
+        return run_plan(plan, sw, progress, block_size, log, wave_size, device)
     finally:
         lock.release()
 
 
-def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=None):
-    """Continue the sweep stored at ``path`` with its stored configuration (only missing points run)."""
+def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=None, device="cpu"):
+    """Continue the sweep stored at ``path`` with its stored configuration (only missing points run).
+
+    ``device`` as in :func:`sweep`: a sweep may be continued on another device than it started on.
+    """
     path = store_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"sweep store {path} does not exist")
@@ -296,6 +304,8 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
         sw = SweepFile(path)
         config, problem = sw.read_config()
         config.pop("sessions", None)
-        return run_plan(Plan(config, problem), sw, progress, block_size, log, wave_size)
+        plan = Plan(config, problem)
+        check_device(device, plan)
+        return run_plan(plan, sw, progress, block_size, log, wave_size, device)
     finally:
         lock.release()

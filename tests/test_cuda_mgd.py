@@ -1,4 +1,4 @@
-"""The CUDA engine (kernels/cuda_mgd.py, dlnmomentum/cuda_engine.py) against the CPU single-run kernel.
+"""The CUDA engine (kernels/cuda_mgd.py, dlnmomentum/sweeps/cuda.py) against the CPU single-run kernel.
 
 Without a GPU the kernels run in Numba's CUDA simulator, in a subprocess: numba decides once per
 process, at the first import of ``numba.cuda``, whether it is the simulator, so the rest of the suite
@@ -60,7 +60,7 @@ def _initial(d, alpha=0.3):
 def _run_case(problem, points, mode, tol=None, batch_size=None, replace=False, seeds=0, steps=_STEPS,
               chunks=None, resume_after=None, unchunked=False):
     import dlnmomentum as dm
-    from dlnmomentum import cuda_engine as CE
+    from dlnmomentum.sweeps import cuda as CE
 
     p = dm.sparse_regression(**problem, s=3, n_test=20)
     w_plus0, w_minus0 = _initial(p.d)
@@ -82,7 +82,7 @@ def _run_case(problem, points, mode, tol=None, batch_size=None, replace=False, s
 def _errors():
     """Messages of the shape checks (they need numba.cuda, so they run here too)."""
     import dlnmomentum as dm
-    from dlnmomentum import cuda_engine as CE
+    from dlnmomentum.sweeps import cuda as CE
 
     out = {}
     for name, (n, d) in {"d_too_large": (4, 513), "n_too_large": (1025, 100)}.items():
@@ -163,7 +163,7 @@ def test_unsupported_shapes_name_the_parameter(simulated):
 
 
 def test_import_does_not_load_numba_cuda():
-    code = ("import sys, dlnmomentum, dlnmomentum.cuda_engine; "
+    code = ("import sys, dlnmomentum, dlnmomentum.sweeps.cuda; "
             "print(any(m == 'numba.cuda' or m.startswith('numba.cuda.') or m.startswith('numba_cuda') "
             "for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -185,7 +185,7 @@ def test_numpy_row_stack_restored_before_numba_cuda():
 
 
 def test_cuda_available_reports_a_reason():
-    from dlnmomentum import cuda_engine as CE
+    from dlnmomentum.sweeps import cuda as CE
 
     ok, reason = CE.cuda_available()
     assert isinstance(ok, bool) and isinstance(reason, str) and reason
@@ -201,7 +201,7 @@ def test_cuda_available_reports_a_reason():
 @pytest.fixture(scope="module")
 def gpu():
     """Skip unless a real GPU (not the simulator) and numba-cuda are there."""
-    from dlnmomentum import cuda_engine as CE
+    from dlnmomentum.sweeps import cuda as CE
 
     ok, reason = CE.cuda_available()
     if not ok or "simulator" in reason:
@@ -223,7 +223,7 @@ def _paper_points(reps, per_rep):
     ("minibatch", 5, False, None), ("minibatch", 5, True, 1e-6)])
 def test_gpu_agrees_with_cpu_at_paper_size(gpu, mode, batch_size, replace, tol):
     import dlnmomentum as dm
-    from dlnmomentum import cuda_engine as CE
+    from dlnmomentum.sweeps import cuda as CE
 
     problems = [dm.sparse_regression(n=20, d=30, s=5, seed=r) for r in range(2)]
     points = _paper_points(2, 96)
@@ -244,7 +244,7 @@ def test_gpu_agrees_with_cpu_at_paper_size(gpu, mode, batch_size, replace, tol):
 @pytest.mark.cuda
 def test_gpu_wide_problem_agrees_with_cpu(gpu):
     import dlnmomentum as dm
-    from dlnmomentum import cuda_engine as CE
+    from dlnmomentum.sweeps import cuda as CE
 
     p = dm.sparse_regression(n=40, d=200, s=5, seed=3)
     points = [(0, b, g) for b in (0.0, 0.9) for g in (0.001, 0.003, 0.01, 0.5)]

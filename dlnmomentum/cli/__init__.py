@@ -8,6 +8,7 @@ module fails to import is an import error, never a missing command.
 import argparse
 import sys
 
+from ..sweeps.cuda import CudaUnavailableError
 from . import flow, run, store, sweep, theory
 from .common import EXIT_CODES_HELP, EXIT_ERROR, EXIT_INTERRUPTED
 
@@ -34,7 +35,7 @@ def main(argv=None):
     except KeyboardInterrupt:  # a second Ctrl-C: the state is kept as at the last chunk or wave
         print("dlnm: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (ValueError, TypeError, OSError) as exc:  # OSError covers StoreError and FileNotFoundError
+    except (ValueError, TypeError, OSError, CudaUnavailableError) as exc:  # OSError: StoreError, missing files
         print(f"dlnm: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
 

@@ -23,7 +23,7 @@ def _cmd_sweep(args):
         numba.set_num_threads(as_int("threads", args.threads, low=1, high=numba.config.NUMBA_NUM_THREADS))
     if args.resume and args.store and os.path.exists(args.store):
         result = resume_sweep(args.store, progress=progress, block_size=args.block_size, log=log,
-                              wave_size=args.wave_size)
+                              wave_size=args.wave_size, device=args.device)
     else:
         if args.lams is None and (args.gammas is None or args.betas is None):
             raise ValueError("dlnm sweep needs --gammas and --betas (or --lams), or --resume with an "
@@ -36,7 +36,7 @@ def _cmd_sweep(args):
                        store=args.store, tol=args.tol, progress=progress, alpha=args.alpha,
                        replace=args.replace, gradient=args.gradient, block_size=args.block_size,
                        theory=args.theory, theory_tol=args.theory_tol, overwrite=args.overwrite,
-                       resume=args.resume, log=log, wave_size=args.wave_size)
+                       resume=args.resume, log=log, wave_size=args.wave_size, device=args.device)
     if args.json:
         out = {"complete": result.complete, "interrupted": bool(getattr(result, "interrupted", False)),
                "done": int(result.done.sum()), "points": int(result.done.size), "store": result.path}
@@ -84,6 +84,9 @@ def register(subparsers):
                    "configuration is used); starts it if the file does not exist")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store")
     p.add_argument("--block-size", type=int, default=None, help="runs per parallel block (multiple of 8)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cpu: lockstep SIMD engine on all cores (default); cuda: one warp per run on an NVIDIA "
+                   "GPU (discrete sweeps; needs numba-cuda)")
     p.add_argument("--threads", type=int, default=None, help="number of threads (default: all cores)")
     p.add_argument("--wave-size", type=int, default=None, help="points written to the store together "
                    "(default: about 20 s of work)")

@@ -27,6 +27,33 @@ DEFAULT_BLOCK_SIZE = 8
 WAVE_SECONDS = 20.0
 
 
+#: Engines by device: ``cpu`` (lockstep SIMD kernels, threads over blocks) and ``cuda`` (one warp per run).
+DEVICES = ("cpu", "cuda")
+
+
+def check_device(device, plan=None):
+    """``device`` validated (and, for ``cuda``, a GPU and numba-cuda found) before any work starts."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if device == "cuda":
+        if plan is not None and not plan.discrete:
+            raise ValueError("device='cuda' runs discrete (gammas, betas) sweeps; flow sweeps (lams=...) run on "
+                             "the CPU engine (device='cpu')")
+        from .cuda import require_cuda
+
+        require_cuda()
+    return device
+
+
+def make_engine(plan, block_size, device="cpu"):
+    """The engine that advances the plan's points on ``device``."""
+    if check_device(device) == "cuda":
+        from .cuda import CudaEngine  # imports numba.cuda: only when asked for
+
+        return CudaEngine(plan, block_size)
+    return LockstepEngine(plan, block_size) if plan.discrete else FlowEngine(plan, block_size)
+
+
 def waves(plan, pending, engine, block_size, wave_size=None):
     """Split the pending points (flat indices, increasing) into waves of whole blocks."""
     if not pending:
@@ -57,7 +84,7 @@ def _progress(progress, total, desc, initial=0):
                 smoothing=0.1)
 
 
-def execute(plan, store, progress, block_size, log, wave_size=None):
+def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"):
     data = plan.empty_data()
     done = np.zeros(plan.shape, dtype=bool)
     session = 1
@@ -68,7 +95,7 @@ def execute(plan, store, progress, block_size, log, wave_size=None):
         done = sdone.copy()
         session = store.start_session()
     data["lam"] = plan.lam_grid()
-    engine = LockstepEngine(plan, block_size) if plan.discrete else FlowEngine(plan, block_size)
+    engine = make_engine(plan, block_size, device)
     pending = np.flatnonzero(~done.ravel()).tolist()
     interrupted = False
     if plan.discrete:
@@ -120,8 +147,8 @@ def open_sweep(path):
     return Sweep(plan.dims, plan.coords(), data, done, config, path=path)
 
 
-def run_plan(plan, store, progress, block_size, log, wave_size=None):
-    data, done, interrupted = execute(plan, store, progress, block_size, log, wave_size)
+def run_plan(plan, store, progress, block_size, log, wave_size=None, device="cpu"):
+    data, done, interrupted = execute(plan, store, progress, block_size, log, wave_size, device)
     if store is not None:
         result = open_sweep(store.path)
         result.interrupted = interrupted

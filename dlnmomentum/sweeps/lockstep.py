@@ -156,15 +156,22 @@ class LockstepEngine:
         return OUT_F, OUT_I, OUT_STATUS, OUT_STEPS
 
     def finish_points(self, points, outputs):
-        OUT_F, OUT_I, OUT_STATUS, OUT_STEPS = outputs
-        plan = self.plan
-        cfg = plan.config
-        results = []
-        for local, p in enumerate(points):
-            r, ib, _ = np.unravel_index(p, plan.shape)
-            res = mgd_point(plan.problem_for(int(r)), float(plan.betas[ib]), OUT_F[local], OUT_I[local],
-                             OUT_STATUS[local], OUT_STEPS[local], self.w_plus0, self.w_minus0, cfg["theory"],
-                             cfg["theory_tol"])
-            results.append(res)
-        return results
+        return finish_mgd_points(self.plan, points, outputs, self.w_plus0, self.w_minus0)
+
+
+def finish_mgd_points(plan, points, outputs, w_plus0, w_minus0):
+    """The fields of a wave's MGD/SMGD points from the kernel outputs ``(fstate, istate, status, steps)``.
+
+    Shared by every discrete engine (CPU lockstep, CUDA): the outputs are per point in the
+    single-run kernel's layout, so the fields are exactly those of the single run.
+    """
+    OUT_F, OUT_I, OUT_STATUS, OUT_STEPS = outputs
+    cfg = plan.config
+    results = []
+    for local, p in enumerate(points):
+        r, ib, _ = np.unravel_index(p, plan.shape)
+        results.append(mgd_point(plan.problem_for(int(r)), float(plan.betas[ib]), OUT_F[local], OUT_I[local],
+                                 OUT_STATUS[local], OUT_STEPS[local], w_plus0, w_minus0, cfg["theory"],
+                                 cfg["theory_tol"]))
+    return results
 

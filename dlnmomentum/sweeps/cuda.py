@@ -14,9 +14,9 @@ CPU sweep turns it into fields unchanged. Each point is meant to be bit for bit 
 
 import numpy as np
 
-from .kernels import mgd as K
-from .kernels import status as KST
-from .validate import as_array, as_float, as_int
+from ..kernels import mgd as K
+from ..kernels import status as KST
+from ..validate import as_array, as_float, as_int
 
 #: Modes by name (the kernel codes of :mod:`dlnmomentum.kernels.mgd`).
 MODES = {"hessian": K.MODE_HESSIAN, "data": K.MODE_DATA, "minibatch": K.MODE_MINIBATCH}
@@ -32,7 +32,7 @@ def cuda_available():
     asks it for a device; never raises.
     """
     try:
-        from .kernels import cuda_compat
+        from ..kernels import cuda_compat
     except Exception as exc:  # ImportError, or numba-cuda failing on its own imports
         return False, f"numba.cuda could not be imported ({type(exc).__name__}: {exc}); {_INSTALL_HINT}"
     if cuda_compat.SIMULATOR:
@@ -48,11 +48,15 @@ def cuda_available():
         return False, f"CUDA initialisation failed ({type(exc).__name__}: {exc}); {_INSTALL_HINT}"
 
 
+class CudaUnavailableError(RuntimeError):
+    """``device="cuda"`` was asked for where no GPU or no numba-cuda is available."""
+
+
 def require_cuda():
-    """Raise RuntimeError explaining why ``device="cuda"`` cannot run here; return the reason otherwise."""
+    """Raise :class:`CudaUnavailableError` saying why ``device="cuda"`` cannot run here; else return the device."""
     ok, reason = cuda_available()
     if not ok:
-        raise RuntimeError(f"device='cuda' was requested but the CUDA engine cannot run: {reason}")
+        raise CudaUnavailableError(f"device='cuda' was requested but the CUDA engine cannot run: {reason}")
     return reason
 
 
@@ -124,7 +128,7 @@ class CudaMGDSweep:
     def __init__(self, problems_by_rep, points, steps, batch_size=None, replace=False, seeds=0, tol=None,
                  mode=K.MODE_HESSIAN, w_plus0=None, w_minus0=None, *, warps_per_block=None):
         require_cuda()
-        from .kernels import cuda_mgd as KC
+        from ..kernels import cuda_mgd as KC
 
         self._args = (problems_by_rep, points, steps, batch_size, replace, seeds, tol, mode, w_plus0, w_minus0)
         self._kwargs = {"warps_per_block": warps_per_block}
@@ -188,7 +192,7 @@ class CudaMGDSweep:
         fstate, istate = initial_state(self.w_plus0, self.w_minus0, self.n_points)
         status = np.zeros(self.n_points, dtype=np.int64)
         steps_done = np.zeros(self.n_points, dtype=np.int64)
-        from .kernels.rng import _seed_state
+        from ..kernels.rng import _seed_state
 
         rng = np.zeros((self.n_points, 4), dtype=np.uint64)
         for p in range(self.n_points):
@@ -297,7 +301,7 @@ def cpu_state(problem, gamma, beta, steps, *, mode=K.MODE_HESSIAN, tol=None, bat
     fstate, istate = initial_state(np.asarray(w_plus0, dtype=np.float64), np.asarray(w_minus0, dtype=np.float64))
     fstate, istate = fstate[0], istate[0]
     counters = np.zeros(1, dtype=np.int64)
-    from .kernels.rng import _seed_state
+    from ..kernels.rng import _seed_state
 
     rng = np.zeros(4, dtype=np.uint64)
     _seed_state(int(seed), 0, rng)
@@ -401,3 +405,70 @@ def cpu_states(problems_by_rep, points, steps, *, batch_size=None, replace=False
            for (r, b, g), s in zip(pts, seeds, strict=True)]
     return (np.stack([r[0] for r in res]), np.stack([r[1] for r in res]),
             np.array([r[2] for r in res], dtype=np.int64), np.array([r[3] for r in res], dtype=np.int64))
+
+
+class CudaEngine:
+    """The sweep engine of ``device="cuda"``: waves of discrete points on the GPU (:class:`CudaMGDSweep`).
+
+    Same protocol as :class:`~dlnmomentum.sweeps.lockstep.LockstepEngine`; the state of a wave
+    lives on the device between launches, chunks are sized to about ``CHUNK_SECONDS`` so that the
+    progress bar and Ctrl-C respond, and the point fields are computed by the same function as on
+    the CPU from the kernel state copied back.
+    """
+
+    def __init__(self, plan, block_size=None):
+        from ..runs.common import gradient_mode, initial_weights
+
+        if not plan.discrete:
+            raise ValueError("device='cuda' runs discrete (gammas, betas) sweeps; flow sweeps (lams=...) run on "
+                             "the CPU engine (device='cpu')")
+        require_cuda()
+        self.plan = plan
+        cfg = plan.config
+        p0 = plan.problem_for(0)
+        self.n, self.d = p0.n, p0.d
+        u0, v0 = initial_weights(self.d, cfg["alpha"], None, None)
+        self.w_plus0, self.w_minus0 = u0 + v0, u0 - v0
+        self.mode = gradient_mode(cfg["gradient"], self.n, self.d, minibatch=cfg["batch_size"] is not None)
+        self.steps = int(cfg["steps"])
+        self.ns_per_run_step = 1.0  # refined after each launch
+
+    def cost_per_point(self):
+        return self.steps * self.ns_per_run_step * 1e-9
+
+    def run_wave(self, points, flag, bar):
+        import time
+
+        from .lockstep import CHUNK_SECONDS
+
+        plan, cfg = self.plan, self.plan.config
+        idx = np.unravel_index(np.asarray(points), plan.shape)
+        reps = idx[0].astype(np.int64)
+        triples = np.stack([reps.astype(np.float64), plan.betas[idx[1]], plan.gammas[idx[2]]], axis=1)
+        problems = {int(r): plan.problem_for(int(r)) for r in np.unique(reps)}
+        engine = CudaMGDSweep(problems, triples, self.steps, batch_size=cfg["batch_size"],
+                              replace=bool(cfg["replace"]), seeds=np.array([plan.seed_of(int(r)) for r in reps]),
+                              tol=cfg["tol"], mode=self.mode, w_plus0=self.w_plus0, w_minus0=self.w_minus0)
+        npts, k0, chunk = len(points), 0, 256
+        while k0 < self.steps:
+            n_steps = min(chunk, self.steps - k0)
+            t0 = time.perf_counter()
+            engine.advance(n_steps)
+            finished = engine.done()  # synchronises: the launch has run
+            elapsed = time.perf_counter() - t0
+            k0 += n_steps
+            if bar is not None:
+                bar.update(npts * n_steps)
+            if elapsed > 0.02:
+                self.ns_per_run_step = elapsed / (n_steps * npts) * 1e9
+            chunk = int(min(max(16, n_steps * CHUNK_SECONDS / max(elapsed, 1e-9)), 1 << 24))
+            if finished:
+                break
+            if flag["signum"] is not None:
+                return None
+        return engine.state()
+
+    def finish_points(self, points, outputs):
+        from .lockstep import finish_mgd_points
+
+        return finish_mgd_points(self.plan, points, outputs, self.w_plus0, self.w_minus0)
