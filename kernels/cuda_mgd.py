@@ -95,6 +95,14 @@ MAX_N = 1024
 SHARED_LIMIT = 48 * 1024
 #: Warps per block when the shared memory allows it (several resident runs per block).
 DEFAULT_WARPS_PER_BLOCK = 4
+#: Software pipelining: the accumulator update (two IEEE divisions, compensated sums, crossings) of
+#: step k is issued after the gradient of step k+1, in one straight-line block, so that the GPU may
+#: overlap its latency with the gradient's chain of fused multiply-adds. The operations and their
+#: operands are unchanged (every select picks what the branchy version would compute): bit for bit
+#: the same results. Measured on an H100 (benchmarks/README.md): the straight-line commit took the
+#: kernel from 0.456 to 0.353 ns per run-step; the deferral itself gains ~1 %, a register cap
+#: (128, 96, 80) loses 10-60 %, and rcp.rn.f64 instead of div.rn.f64 changes nothing.
+PIPELINE = True
 
 SIMULATOR = cuda_compat.SIMULATOR
 
@@ -152,6 +160,56 @@ def _neumaier(total, comp, term):
     return t, comp
 
 
+@device
+def _neumaier_if(do, total, comp, term):
+    """:func:`_neumaier` when ``do``, else ``(total, comp)`` unchanged; straight-line code (selects)."""
+    t = total + term
+    c1 = (total - t) + term
+    c2 = (term - t) + total
+    nc = comp + (c1 if abs(total) >= abs(term) else c2)
+    return (t if do else total), (nc if do else comp)
+
+
+@device
+def _commit(do, k, step, beta, gamma, a, e, g, wp, wm, wpp, wmp, ip, im, sp, cp, sm, cm, mom, mir, mirc, mind,
+            ist):
+    """Commit the accepted update ``w±[k] -> (a, e)`` of update number ``step`` with gradient ``g`` when ``do``.
+
+    The single-run kernel's accumulator step, in straight-line code: the Lemma 4 sums
+    ``A± += (w' - w)·fma(-β, 1/w', 1/w)`` (compensated), sign crossings (count, first, last step),
+    the momentum ``M = fma(β, M, g)`` and mirror sum ``G += γM`` (compensated), ``min Δ``, and the
+    rotation of w± and their previous values. Every value is computed and then selected, so the
+    result is exactly the branchy version's, and nothing changes when ``do`` is false.
+    """
+    wpk = wp[k]
+    wmk = wm[k]
+    inv_a = 1.0 / a
+    inv_e = 1.0 / e
+    sp[k], cp[k] = _neumaier_if(do, sp[k], cp[k], mul(a - wpk, fma(-beta, inv_a, ip[k])))
+    sm[k], cm[k] = _neumaier_if(do, sm[k], cm[k], mul(e - wmk, fma(-beta, inv_e, im[k])))
+    ip[k] = inv_a if do else ip[k]
+    im[k] = inv_e if do else im[k]
+    cross_p = do and ((a < 0.0) != (wpk < 0.0))
+    cross_m = do and ((e < 0.0) != (wmk < 0.0))
+    count_p = ist[CROSS_PLUS, k] + (1 if cross_p else 0)
+    count_m = ist[CROSS_MINUS, k] + (1 if cross_m else 0)
+    ist[FIRST_CROSS_PLUS, k] = step if (cross_p and count_p == 1) else ist[FIRST_CROSS_PLUS, k]
+    ist[FIRST_CROSS_MINUS, k] = step if (cross_m and count_m == 1) else ist[FIRST_CROSS_MINUS, k]
+    ist[LAST_CROSS_PLUS, k] = step if cross_p else ist[LAST_CROSS_PLUS, k]
+    ist[LAST_CROSS_MINUS, k] = step if cross_m else ist[LAST_CROSS_MINUS, k]
+    ist[CROSS_PLUS, k] = count_p
+    ist[CROSS_MINUS, k] = count_m
+    mk = fma(beta, mom[k], g)
+    mom[k] = mk if do else mom[k]
+    mir[k], mirc[k] = _neumaier_if(do, mir[k], mirc[k], mul(gamma, mk))
+    delta = abs(mul(a, e))
+    mind[k] = delta if (do and delta < mind[k]) else mind[k]
+    wpp[k] = wpk if do else wpp[k]
+    wmp[k] = wmk if do else wmp[k]
+    wp[k] = a if do else wpk
+    wm[k] = e if do else wmk
+
+
 # ---------------------------------------------------------------------------------------------------
 # Launch configuration
 # ---------------------------------------------------------------------------------------------------
@@ -193,9 +251,12 @@ def check_shape(d, n, batch_size):
 _KERNELS = {}
 
 
-def get_kernel(d, n, batch_size, mode, replace, check, warps_per_block):
-    """The kernel for this shape (built on first use, then cached). ``check``: test ``L(θ) <= tol``."""
-    key = (int(d), int(n), int(batch_size), int(mode), bool(replace), bool(check), int(warps_per_block))
+def get_kernel(d, n, batch_size, mode, replace, check, warps_per_block, pipeline=None):
+    """The kernel for this shape (built on first use, then cached). ``check``: test ``L(θ) <= tol``;
+    ``pipeline``: defer each step's accumulator update past the next gradient (default :data:`PIPELINE`)."""
+    pipeline = PIPELINE if pipeline is None else bool(pipeline)
+    key = (int(d), int(n), int(batch_size), int(mode), bool(replace), bool(check), int(warps_per_block),
+           pipeline)
     kern = _KERNELS.get(key)
     if kern is None:
         check_shape(d, n, batch_size)
@@ -212,7 +273,7 @@ def get_kernel(d, n, batch_size, mode, replace, check, warps_per_block):
 # The kernel
 # ---------------------------------------------------------------------------------------------------
 
-def _build_kernel(d, n, batch_size, mode, replace, check, warps_per_block):
+def _build_kernel(d, n, batch_size, mode, replace, check, warps_per_block, pipeline):
     """Compile-time constants of one specialisation, closed over by the kernel below."""
     D = d
     N = n
@@ -232,6 +293,7 @@ def _build_kernel(d, n, batch_size, mode, replace, check, warps_per_block):
     MINI = mode == MODE_MINIBATCH
     REPLACE = bool(replace)
     CHECK = bool(check)
+    PIPE = bool(pipeline)
     RES = CHECK or DATA                  # full-data residuals needed every step
     # Columns in registers: one coordinate and one residual per lane (d, n <= 32).
     CACHE = NPL == 1 and NPN == 1 and not MINI
@@ -290,6 +352,7 @@ def _build_kernel(d, n, batch_size, mode, replace, check, warps_per_block):
         g = cuda.local.array(NPL, f64)
         ap = cuda.local.array(NPL, f64)
         am = cuda.local.array(NPL, f64)
+        pg = cuda.local.array(NPL, f64)
         racc = cuda.local.array(NPN, f64)
         ist = cuda.local.array((6, NPL), i64)
         hc = cuda.local.array(HC, f64)
@@ -335,6 +398,9 @@ def _build_kernel(d, n, batch_size, mode, replace, check, warps_per_block):
                 theta = 0.0
             ip[k] = 1.0 / wp[k]
             im[k] = 1.0 / wm[k]
+            ap[k] = wp[k]  # a harmless operand for the commit's straight-line code while nothing is pending
+            am[k] = wm[k]
+            pg[k] = 0.0
             th[wib, 0, c] = theta
             th[wib, 1, c] = 0.0
         if CACHE:
@@ -363,6 +429,8 @@ def _build_kernel(d, n, batch_size, mode, replace, check, warps_per_block):
 
         cur = 0
         status = RUNNING
+        pend = False  # an accepted proposal (ap, am, pg) whose commit is pending (PIPE)
+        pstep = step
         while step < stop:
             # -- gradient (and residuals of the full data) at θ = th[cur] --------------------------
             if HESS:
@@ -449,6 +517,14 @@ def _build_kernel(d, n, batch_size, mode, replace, check, warps_per_block):
                         acc = fma(X[bq[wib, q], cc], br[wib, q], acc)
                     g[k] = acc / BF
 
+            if PIPE:
+                # The previous step's commit, issued after this step's gradient: independent of it, in
+                # the same straight-line block, so its divisions overlap the gradient's FMA chain.
+                for k in range(NPL):
+                    _commit(pend and lane + WARP * k < D, k, pstep, beta, gamma, ap[k], am[k], pg[k], wp, wm,
+                            wpp, wmp, ip, im, sp, cp, sm, cm, mom, mir, mirc, mind, ist)
+                pend = False
+
             # -- proposal, θ of the proposal, one barrier with the divergence vote -------------------
             # θ' goes to the other buffer before the vote, so that one barrier both publishes it and
             # agrees on divergence; a rejected proposal leaves only that buffer written.
@@ -471,37 +547,19 @@ def _build_kernel(d, n, batch_size, mode, replace, check, warps_per_block):
             # -- commit: accumulators, crossings, rotation (registers only) -------------------------
             step += 1
             for k in range(NPL):
-                c = lane + WARP * k
-                if c < D:
-                    a = ap[k]
-                    e = am[k]
-                    inv_a = 1.0 / a
-                    sp[k], cp[k] = _neumaier(sp[k], cp[k], mul(a - wp[k], fma(-beta, inv_a, ip[k])))
-                    ip[k] = inv_a
-                    inv_e = 1.0 / e
-                    sm[k], cm[k] = _neumaier(sm[k], cm[k], mul(e - wm[k], fma(-beta, inv_e, im[k])))
-                    im[k] = inv_e
-                    if (a < 0.0) != (wp[k] < 0.0):
-                        ist[CROSS_PLUS, k] += 1
-                        if ist[CROSS_PLUS, k] == 1:
-                            ist[FIRST_CROSS_PLUS, k] = step
-                        ist[LAST_CROSS_PLUS, k] = step
-                    if (e < 0.0) != (wm[k] < 0.0):
-                        ist[CROSS_MINUS, k] += 1
-                        if ist[CROSS_MINUS, k] == 1:
-                            ist[FIRST_CROSS_MINUS, k] = step
-                        ist[LAST_CROSS_MINUS, k] = step
-                    mk = fma(beta, mom[k], g[k])
-                    mom[k] = mk
-                    mir[k], mirc[k] = _neumaier(mir[k], mirc[k], mul(gamma, mk))
-                    delta = abs(mul(a, e))
-                    if delta < mind[k]:
-                        mind[k] = delta
-                    wpp[k] = wp[k]
-                    wp[k] = a
-                    wmp[k] = wm[k]
-                    wm[k] = e
+                pg[k] = g[k]  # the gradient of this update (the next gradient overwrites g)
+            pend = True
+            pstep = step
+            if not PIPE:
+                for k in range(NPL):
+                    _commit(lane + WARP * k < D, k, pstep, beta, gamma, ap[k], am[k], pg[k], wp, wm, wpp, wmp,
+                            ip, im, sp, cp, sm, cm, mom, mir, mirc, mind, ist)
+                pend = False
             cur = nxt
+        if pend:  # a pipelined commit still pending when the loop ended (budget used or converged)
+            for k in range(NPL):
+                _commit(lane + WARP * k < D, k, pstep, beta, gamma, ap[k], am[k], pg[k], wp, wm, wpp, wmp,
+                        ip, im, sp, cp, sm, cm, mom, mir, mirc, mind, ist)
 
         for k in range(NPL):
             c = lane + WARP * k

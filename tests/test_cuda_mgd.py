@@ -176,6 +176,7 @@ def test_numpy_row_stack_restored_before_numba_cuda():
     # NumPy >= 2.5 has no np.row_stack, which numba-cuda looks up on import.
     code = ("import numpy as np\n"
             "if hasattr(np, 'row_stack'):\n    del np.row_stack\n"
+            "np.__all__ = [name for name in np.__all__ if name != 'row_stack']  # as in NumPy >= 2.5\n"
             "from dlnmomentum.kernels import cuda_compat\n"
             "print(np.row_stack is np.vstack)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
