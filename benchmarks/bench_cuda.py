@@ -1,4 +1,4 @@
-"""Issue 13 performance: MGD grids on the GPU, one warp per run, every accumulator on.
+"""Performance of MGD grids on the GPU, one warp per run, every accumulator on.
 
 Setting: ``sparse_regression(n=20, d=30, s=5, seed=0)``, full batch (Hessian form), 4,096 and 40,000 runs
 x 20,000 steps over a stable (β, γ) grid, no convergence test (every run does every step); kernel
