@@ -74,20 +74,18 @@ import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, OVERFLOW
-from .mgd import (  # the shared gradient modes, return codes, record layout and padding
-    CONVERGED,
-    DIVERGED,
+from .mgd import (  # the shared gradient modes and record layout
     MODE_DATA,
     REC_DELTA,
     REC_THETA,
     REC_W_MINUS,
     REC_W_PLUS,
-    RUNNING,
     _axpy_columns,
     _gradient_data,
     _half_mean_square_residual,
     _record_losses,
 )
+from .status import CONVERGED, DIVERGED, RUNNING  # the kernels' return codes; also read as kernels.flow.DIVERGED
 
 # -- classic RK4 Butcher tableau (module-level data, checked by the tests) --------------------------
 RK4_A = np.array([[0.0, 0.0, 0.0, 0.0],

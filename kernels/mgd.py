@@ -53,6 +53,7 @@ from numba import njit
 
 from .config import JIT_OPTIONS, OVERFLOW, fma
 from .rng import _draw_batch
+from .status import CONVERGED, DIVERGED, RUNNING  # the kernels' return codes; also read as kernels.mgd.DIVERGED
 
 # float state rows
 W_PLUS = 0
@@ -82,11 +83,6 @@ N_INT_ROWS = 6
 MODE_HESSIAN = 0
 MODE_DATA = 1
 MODE_MINIBATCH = 2
-
-# kernel return codes (the public status table lives in dlnmomentum.status)
-RUNNING = 0
-CONVERGED = 1
-DIVERGED = 3
 
 # recorded vector fields, axis 1 of ``rec_vectors``
 REC_THETA = 0

@@ -102,6 +102,7 @@ from .mgd import (
     W_PLUS_PREV,
 )
 from .rng import _draw_batch, _seed_state
+from .status import CONVERGED, DIVERGED, MAX_STEPS  # the outcome of a lane, in OUT_STATUS
 
 #: Lanes per group: two AVX2 registers of doubles, so that every broadcast element of ``H`` feeds
 #: two vector multiply-adds (the matrix product is then bound by arithmetic, not by loads).
@@ -140,12 +141,6 @@ FR = NSLOT * LW
 LP_GAMMA = 0
 LP_BETA = 1
 N_LANE_PARAMS = 2
-
-# lane outcome codes (the public values of dlnmomentum.status)
-LANE_RUNNING = 0
-LANE_CONVERGED = 1
-LANE_MAX_STEPS = 2
-LANE_DIVERGED = 3
 
 
 def frames_for(n, d):
@@ -815,7 +810,7 @@ def _group_steps(mode, X, XT, y, H, b, n, d, tol, batch_size, replace,
             if check:
                 for g in range(LW):
                     if act[g] and loss[g] <= tol:
-                        _finish_lane(st, ist, lane, g, k, LANE_CONVERGED, d, pts, OUT_F, OUT_I, OUT_STATUS,
+                        _finish_lane(st, ist, lane, g, k, CONVERGED, d, pts, OUT_F, OUT_I, OUT_STATUS,
                                      OUT_STEPS)
                         _park(st, lane, act, g)
                         active -= 1
@@ -882,11 +877,11 @@ def _group_chunk(mode, X, XT, y, H, b, n, d, tol, batch_size, replace,
         _group_steps(mode, X, XT, y, H, b, n, d, tol, batch_size, replace, rst, rlane, rist, ract, rrng,
                      rperm,
                      pts, k0, kd - k0, never, OUT_F, OUT_I, OUT_STATUS, OUT_STEPS)
-        _finish_lane(rst, rist, rlane, g, kd, LANE_DIVERGED, d, pts, OUT_F, OUT_I, OUT_STATUS, OUT_STEPS)
+        _finish_lane(rst, rist, rlane, g, kd, DIVERGED, d, pts, OUT_F, OUT_I, OUT_STATUS, OUT_STEPS)
     if k0 + n_steps >= total:
         for g in range(LW):
             if act[g]:
-                _finish_lane(st, ist, lane, g, total, LANE_MAX_STEPS, d, pts, OUT_F, OUT_I, OUT_STATUS,
+                _finish_lane(st, ist, lane, g, total, MAX_STEPS, d, pts, OUT_F, OUT_I, OUT_STATUS,
                              OUT_STEPS)
 
 
