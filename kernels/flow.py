@@ -74,12 +74,8 @@ import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, OVERFLOW
-from .mgd import (  # the shared gradient modes and record layout
-    MODE_DATA,
-    REC_DELTA,
-    REC_THETA,
-    REC_W_MINUS,
-    REC_W_PLUS,
+from .layout import MODE_DATA, REC_DELTA, REC_THETA, REC_W_MINUS, REC_W_PLUS  # shared with the MGD kernels
+from .mgd import (
     _axpy_columns,
     _gradient_data,
     _half_mean_square_residual,
@@ -131,7 +127,8 @@ STEPS_DONE = 0
 N_CROSSINGS = 1  # all crossings seen (the log keeps the first ``capacity``)
 N_COUNTERS = 2
 
-#: Coordinates per block of the kernel's work array (a multiple of the vector width; divides PAD).
+#: Coordinates per block of the kernel's work array: a multiple of the vector width that divides
+#: :data:`.layout.PAD`, so that the padded width ``dp`` is a whole number of blocks.
 BLOCK = 16
 
 # rows of one block of the work array

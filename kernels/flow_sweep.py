@@ -36,7 +36,6 @@ from .flow import (
     _B,
     _NR,
     BLOCK,
-    MODE_DATA,
     STEPS_DONE,
     _begin_step,
     _finish_step,
@@ -48,6 +47,7 @@ from .flow import (
     _mgf_stage,
     _store_work,
 )
+from .layout import MODE_DATA, round_up
 from .status import CONVERGED, DIVERGED, RUNNING
 from .sweep import LW, TILE, _mv_tile
 
@@ -67,7 +67,7 @@ def padded_rows(n, dp):
     """Rows of the zero-padded matrices of a group: ``X`` (rows ``nt`` x dp), ``Xᵀ`` and ``H``
     (rows ``dpt`` x n and x dp): n and the padded width dp rounded up to a multiple of ``TILE``
     (the tiles of :func:`.sweep._mv_tile`). Returns ``(nt, dpt)``."""
-    return -(-n // TILE) * TILE, -(-dp // TILE) * TILE
+    return round_up(n, TILE), round_up(dp, TILE)
 
 
 @njit(**JIT_OPTIONS)

@@ -78,7 +78,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .config import JIT_OPTIONS, OVERFLOW, PARALLEL_JIT_OPTIONS, fma
-from .mgd import (
+from .layout import (
     CROSS_MINUS,
     CROSS_PLUS,
     FIRST_CROSS_MINUS,
@@ -100,6 +100,7 @@ from .mgd import (
     W_MINUS_PREV,
     W_PLUS,
     W_PLUS_PREV,
+    round_up,
 )
 from .rng import _draw_batch, _seed_state
 from .status import CONVERGED, DIVERGED, MAX_STEPS  # the outcome of a lane, in OUT_STATUS
@@ -145,7 +146,7 @@ N_LANE_PARAMS = 2
 
 def frames_for(n, d):
     """Number of frames of a group state: d and n rounded up to ``TILE``."""
-    return max(-(-d // TILE) * TILE, -(-n // TILE) * TILE)
+    return max(round_up(d, TILE), round_up(n, TILE))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -520,6 +521,7 @@ def _make_step_update(form):
             size_acc, sign_acc = _filter_accumulators(builder)
             accs = [cgutils.alloca_once(builder, _VEC) for _ in range(TILE)]
             sums = cgutils.alloca_once(builder, _VEC, size=TILE)
+            # round_up(d, TILE) / TILE tiles, in IR since d is only known at run time
             ntiles = builder.sdiv(builder.add(d_, _c64(TILE - 1)), _c64(TILE))
             with cgutils.for_range(builder, ntiles) as tiles:
                 r0 = builder.mul(tiles.index, _c64(TILE))
