@@ -15,8 +15,8 @@ How the lanes share the work
 One lockstep iteration is one RK4 step (of size ``h`` or ``h/m_fine``) of every
 active lane. Its four gradient evaluations are done for all lanes at once: the
 stage inputs θ of the ``LANES`` lanes are gathered lane-innermost and multiplied by
-``H`` (or ``X`` and ``Xᵀ``) with the register-blocked product of the MGD sweep
-(:func:`.sweep._mv_tile`: ``TILE x LW`` sums in registers, one broadcast of a
+``H`` (or ``X`` and ``Xᵀ``) with the register-blocked product that the MGD sweep uses too
+(:func:`.vec_ir._mv_tile`: ``TILE x LW`` sums in registers, one broadcast of a
 matrix element feeding all lanes, fused multiply-adds over the column in
 increasing order from +0.0, which is exactly the single run's ``_axpy_columns``).
 A single run's gradient is a chain of dependent multiply-adds along the column;
@@ -49,9 +49,9 @@ from .flow import (
 )
 from .layout import MODE_DATA, round_up
 from .status import CONVERGED, DIVERGED, RUNNING
-from .sweep import LW, TILE, _mv_tile
+from .vec_ir import LW, TILE, _mv_tile
 
-#: Runs per lockstep group (the lanes of the MGD sweep's register-blocked product).
+#: Runs per lockstep group: the lanes of the register-blocked product :func:`.vec_ir._mv_tile`.
 LANES = LW
 
 #: Lanes left in a group below which gradients are computed lane by lane (see :func:`_lane_gradients`).
@@ -66,7 +66,7 @@ _PHASE_STOPPED = 1
 def padded_rows(n, dp):
     """Rows of the zero-padded matrices of a group: ``X`` (rows ``nt`` x dp), ``Xᵀ`` and ``H``
     (rows ``dpt`` x n and x dp): n and the padded width dp rounded up to a multiple of ``TILE``
-    (the tiles of :func:`.sweep._mv_tile`). Returns ``(nt, dpt)``."""
+    (the tiles of :func:`.vec_ir._mv_tile`). Returns ``(nt, dpt)``."""
     return round_up(n, TILE), round_up(dp, TILE)
 
 
@@ -75,7 +75,7 @@ def _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid,
     """``grad[g] = ∇L(theta[g])`` (and ``loss[g]`` in the data form) for every lane with ``need[g]``.
 
     Bitwise the single-run :func:`.flow._gradient`: the products are fused multiply-adds
-    over the column in increasing order from +0.0 (:func:`.sweep._mv_tile` on lane-innermost
+    over the column in increasing order from +0.0 (:func:`.vec_ir._mv_tile` on lane-innermost
     copies in ``buf``: input vectors in its first half, products in its second); then
     ``- b`` (Hessian form) or the residuals, the loss and ``/ n`` (data form), element by
     element as there. With at most ``SOLO_LANES`` lanes left the single-run function itself is
