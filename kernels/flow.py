@@ -98,7 +98,6 @@ RK4_A = np.array([[0.0, 0.0, 0.0, 0.0],
                   [0.0, 0.0, 1.0, 0.0]])
 RK4_B = np.array([1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0])
 RK4_C = np.array([0.0, 0.5, 0.5, 1.0])
-RK4_STAGES = 4
 #: The coefficients the kernel uses: ``RK4_A[s, s-1]`` (the tableau is sub-diagonal) and ``RK4_B``.
 _A_SUB = (float(RK4_A[1, 0]), float(RK4_A[2, 1]), float(RK4_A[3, 2]))
 _B = (float(RK4_B[0]), float(RK4_B[1]), float(RK4_B[2]), float(RK4_B[3]))
