@@ -71,6 +71,15 @@ Work distribution
 blocks of consecutive groups; a thread owns its block's arrays, no memory is
 shared for writing, so neither the thread count nor the block size can change
 a bit.
+
+Module size
+-----------
+This module is longer than the others because it is one unit: the frame layout, the
+IR of the fused step that updates the frames and the Numba bookkeeping that
+initialises, parks, exports and replays them all address the same slots, and they
+are read together against :mod:`.mgd` to check that a lane is the single run. What
+knows nothing of the method lives elsewhere: the vector language and the tile
+product in :mod:`.vec_ir`, the state rows and modes in :mod:`.layout`.
 """
 
 import numpy as np
