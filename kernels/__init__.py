@@ -1,54 +1,35 @@
 """Numba kernels of dlnmomentum (installed as ``dlnmomentum.kernels``).
 
-Only ``@njit`` code lives here: arrays and scalars in, arrays filled in place,
-an integer status or count out. No I/O, no Python objects. Validation and
-conversion happen in the thin Python layer of :mod:`dlnmomentum`.
+Only ``@njit`` code and the constants it reads live here: arrays and scalars in,
+arrays filled in place, an integer status or count out; no Python objects.
+Validation and conversion happen in the thin Python layer of :mod:`dlnmomentum`.
+
+Importing this package has one side effect: it calls :func:`.cache.drop_stale_caches`,
+which may delete the in-tree Numba cache files (``__pycache__/*.nbi``, ``*.nbc``) of
+these modules and writes a digest of their sources next to them. Why: Numba keys a
+cached function by its own file only, but the kernels inline each other (and freeze
+each other's constants), so after an edit of one module the cached code of another
+would load and silently differ from the source; the digest covers every ``*.py``
+file here, and any edit drops the whole cache. Importing a kernel module compiles
+nothing: each kernel compiles (or loads from the cache) on its first call.
+
+Modules
+-------
+``config``      the one compilation policy (strict IEEE, ``fma``) and ``OVERFLOW``
+``status``      the run status codes the kernels return
+``layout``      the shared state, mode and record layouts and the padding rule
+``rng``         the explicit random state (xoshiro256**) and minibatch draws
+``mgd``         one MGD / SMGD run (heavy ball), and its gradients
+``crossings``   the Hermite crossing search inside an RK4 step
+``flow``        one MGF(λ) / gradient-flow run (fixed-step RK4)
+``vec_ir``      the ``<LW x double>`` LLVM-IR language of the lockstep kernels
+``sweep``       lockstep MGD / SMGD: many runs in SIMD groups
+``flow_sweep``  lockstep RK4: many flows in groups
+``cache``       keeping the in-tree Numba cache consistent with the sources
 """
 
-import hashlib
-import os
+from .cache import SOURCES_STAMP, drop_stale_caches
 
-#: Name of the stamp file (in the in-tree Numba cache directory) holding the digest of the kernel sources.
-SOURCES_STAMP = "kernels-sources.sha256"
-
-
-def drop_stale_caches(here=None):
-    """Empty the in-tree Numba cache of these modules when any of their sources changed.
-
-    Numba keys a cached function by the stamp of its own file only, but the kernels compile
-    each other's functions into themselves (``flow.py`` and ``sweep.py`` inline the loops of
-    ``mgd.py`` and ``config.fma``): after an edit of one module, the cached code of the others
-    would still load and silently differ from the source. A digest of all ``*.py`` files here,
-    kept next to the cache, detects any edit; on a mismatch every ``.nbi``/``.nbc`` entry goes.
-    Read-only installs (Numba then caches elsewhere, by file stamps) are left alone.
-    """
-    here = os.path.dirname(os.path.abspath(__file__)) if here is None else here
-    cache = os.path.join(here, "__pycache__")
-    try:
-        digest = hashlib.sha256()
-        for name in sorted(os.listdir(here)):
-            if name.endswith(".py"):
-                with open(os.path.join(here, name), "rb") as f:
-                    digest.update(name.encode() + b"\0" + f.read())
-        stamp = os.path.join(cache, SOURCES_STAMP)
-        try:
-            with open(stamp) as f:
-                if f.read().strip() == digest.hexdigest():
-                    return False
-        except OSError:
-            pass
-        if os.path.isdir(cache):
-            for name in os.listdir(cache):
-                if name.endswith((".nbi", ".nbc")):
-                    os.remove(os.path.join(cache, name))
-        os.makedirs(cache, exist_ok=True)
-        tmp = f"{stamp}.{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(digest.hexdigest())
-        os.replace(tmp, stamp)
-        return True
-    except OSError:
-        return False
-
+__all__ = ["SOURCES_STAMP", "drop_stale_caches"]
 
 drop_stale_caches()

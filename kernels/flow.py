@@ -36,13 +36,9 @@ with the fourth-order conditions.
 Sign crossings
 --------------
 After each step every coordinate of :math:`w_+` and :math:`w_-` is checked for a
-sign change; the crossing time is located on the cubic Hermite interpolant of
-:math:`(w, \dot w)` at both ends of the step (safeguarded Newton). A pair of
-crossings inside one step (|w| decreasing at the start, increasing at the end,
-with the interpolant's extremum of the other sign) is detected too (MGF only:
-gradient flow cannot cross zero). The interpolation error, O(h⁴), is of the order
-of the trajectory's own error, so a crossing time is as accurate as the run. The
-first crossing of a coordinate freezes its :math:`J_\pm, K_\pm` at their values
+sign change (and, for MGF, a possible pair of them); :func:`_scan_crossings` logs
+the crossing times that :mod:`.crossings` locates inside the step. The first
+crossing of a coordinate freezes its :math:`J_\pm, K_\pm` at their values
 before the crossing step and marks them invalid (the integrand
 :math:`(\dot w/w)^2` is not integrable across a zero); :math:`P, Q, G_2` remain valid.
 
@@ -56,7 +52,8 @@ one RK4 step of size ``h``.
 State layout
 ------------
 ``fstate`` (float64, ``(N_FLOAT_ROWS, d)``): rows ``0 .. N_RK_ROWS-1`` are the RK4
-components, the others bookkeeping. ``istate`` (int64, ``(N_INT_ROWS, d)``) holds
+components, the others bookkeeping (the row constants below; this kernel's own, not
+those of :mod:`.layout`, since its crossing times are floats). ``istate`` (int64, ``(N_INT_ROWS, d)``) holds
 crossing counts. ``counters`` (int64, ``(N_COUNTERS,)``) the number of steps done
 and the number of crossings seen. The crossing log (``log_time``, ``log_coord``,
 ``log_sign``, capacity = their common length) lists the first ``capacity``
@@ -68,26 +65,31 @@ coordinates (rows ``_Y``, ``_S``, ``_A``, ``_N``, ... of each block at constant
 offsets): Numba gives LLVM no aliasing information about separate arrays, and
 constant distances between the rows are what lets the element-wise RK4 passes
 vectorise (about 5x faster than row arrays).
+
+Module size
+-----------
+This module is longer than the others because it is one unit: every function here
+addresses the same private block layout of the work array, and the stage passes,
+the crossing bookkeeping and the driver are read together (and against
+:mod:`.flow_sweep`, which calls them lane by lane) to check what a step does. What
+needs no layout lives elsewhere: the crossing search in :mod:`.crossings`, the
+gradients in :mod:`.mgd`, the shared modes, record layout and padding in :mod:`.layout`.
 """
 
 import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, OVERFLOW
-from .mgd import (  # the shared gradient modes, return codes, record layout and padding
-    CONVERGED,
-    DIVERGED,
-    MODE_DATA,
-    REC_DELTA,
-    REC_THETA,
-    REC_W_MINUS,
-    REC_W_PLUS,
-    RUNNING,
+from .crossings import _hermite as _hermite  # re-exported: the tests check the interpolant as kernels.flow._hermite
+from .crossings import _hermite_crossings
+from .layout import MODE_DATA, REC_DELTA, REC_THETA, REC_W_MINUS, REC_W_PLUS  # shared with the MGD kernels
+from .mgd import (
     _axpy_columns,
     _gradient_data,
     _half_mean_square_residual,
     _record_losses,
 )
+from .status import CONVERGED, DIVERGED, RUNNING  # the kernels' return codes; also read as kernels.flow.DIVERGED
 
 # -- classic RK4 Butcher tableau (module-level data, checked by the tests) --------------------------
 RK4_A = np.array([[0.0, 0.0, 0.0, 0.0],
@@ -96,7 +98,6 @@ RK4_A = np.array([[0.0, 0.0, 0.0, 0.0],
                   [0.0, 0.0, 1.0, 0.0]])
 RK4_B = np.array([1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0])
 RK4_C = np.array([0.0, 0.5, 0.5, 1.0])
-RK4_STAGES = 4
 #: The coefficients the kernel uses: ``RK4_A[s, s-1]`` (the tableau is sub-diagonal) and ``RK4_B``.
 _A_SUB = (float(RK4_A[1, 0]), float(RK4_A[2, 1]), float(RK4_A[3, 2]))
 _B = (float(RK4_B[0]), float(RK4_B[1]), float(RK4_B[2]), float(RK4_B[3]))
@@ -133,7 +134,8 @@ STEPS_DONE = 0
 N_CROSSINGS = 1  # all crossings seen (the log keeps the first ``capacity``)
 N_COUNTERS = 2
 
-#: Coordinates per block of the kernel's work array (a multiple of the vector width; divides PAD).
+#: Coordinates per block of the kernel's work array: a multiple of the vector width that divides
+#: :data:`.layout.PAD`, so that the padded width ``dp`` is a whole number of blocks.
 BLOCK = 16
 
 # rows of one block of the work array
@@ -153,9 +155,6 @@ _VALID_M = 41
 _MIN_DELTA = 42
 _MAX_W2 = 43
 _NR = 44
-
-#: Newton/bisection iterations of the crossing search on the Hermite cubic.
-_ROOT_ITERATIONS = 100
 
 
 @njit(**JIT_OPTIONS)
@@ -474,91 +473,7 @@ def _gf_final(Z, grad, nblk, hb, h):
     return flags, bad
 
 
-# -- sign crossings -------------------------------------------------------------------------------
-
-@njit(**JIT_OPTIONS)
-def _hermite(w0, w1, m0, m1, s):
-    """Cubic Hermite interpolant on [0, 1] (values w0, w1; slopes m0, m1 per unit s) and its slope."""
-    s2 = s * s
-    s3 = s2 * s
-    p = ((2.0 * s3 - 3.0 * s2 + 1.0) * w0 + (s3 - 2.0 * s2 + s) * m0 + (-2.0 * s3 + 3.0 * s2) * w1
-         + (s3 - s2) * m1)
-    dp = (6.0 * s2 - 6.0 * s) * w0 + (3.0 * s2 - 4.0 * s + 1.0) * m0 + (-6.0 * s2 + 6.0 * s) * w1 \
-        + (3.0 * s2 - 2.0 * s) * m1
-    return p, dp
-
-
-@njit(**JIT_OPTIONS)
-def _hermite_root(w0, w1, m0, m1, lo, hi):
-    """A zero of the Hermite cubic in [lo, hi], where it changes sign (Newton safeguarded by bisection)."""
-    neg_lo = _hermite(w0, w1, m0, m1, lo)[0] < 0.0
-    s = 0.5 * (lo + hi)
-    for _ in range(_ROOT_ITERATIONS):
-        p, dp = _hermite(w0, w1, m0, m1, s)
-        if p == 0.0:
-            return s
-        if (p < 0.0) == neg_lo:
-            lo = s
-        else:
-            hi = s
-        nxt = s - p / dp if dp != 0.0 else 0.5 * (lo + hi)
-        if not (lo < nxt < hi):
-            nxt = 0.5 * (lo + hi)
-        if abs(nxt - s) <= 4e-16 or hi - lo <= 4e-16:
-            return nxt
-        s = nxt
-    return s
-
-
-@njit(**JIT_OPTIONS)
-def _hermite_crossings(w0, w1, m0, m1, out):
-    """Sign changes of the Hermite cubic on [0, 1], as fractions of the step.
-
-    One crossing when the end values differ in sign; two when they agree but |w|
-    decreases at the start, increases at the end and the cubic's extremum in
-    between has the other sign. ``out`` (length 6) receives the roots in
-    ``out[0:2]`` and their brackets ``[out[2], out[3]]``, ``[out[4], out[5]]``.
-    Returns the number found (0, 1 or 2).
-    """
-    if (w1 < 0.0) != (w0 < 0.0):
-        out[0] = _hermite_root(w0, w1, m0, m1, 0.0, 1.0)
-        out[2] = 0.0
-        out[3] = 1.0
-        return 1
-    if not (w0 * m0 < 0.0 and w1 * m1 > 0.0):
-        return 0
-    # critical points of p(s) = a s³ + b s² + m0 s + w0, i.e. the roots of 3a s² + 2b s + m0
-    a = 2.0 * w0 + m0 - 2.0 * w1 + m1
-    b = -3.0 * w0 - 2.0 * m0 + 3.0 * w1 - m1
-    qa = 3.0 * a
-    qb = 2.0 * b
-    r1 = -1.0
-    r2 = -1.0
-    if qa == 0.0:
-        if qb != 0.0:
-            r1 = -m0 / qb
-    else:
-        disc = qb * qb - 4.0 * qa * m0
-        if disc >= 0.0:
-            sq = np.sqrt(disc)
-            r1 = (-qb - sq) / (2.0 * qa)
-            r2 = (-qb + sq) / (2.0 * qa)
-    neg0 = w0 < 0.0
-    mid = -1.0
-    if 0.0 < r1 < 1.0 and (_hermite(w0, w1, m0, m1, r1)[0] < 0.0) != neg0:
-        mid = r1
-    elif 0.0 < r2 < 1.0 and (_hermite(w0, w1, m0, m1, r2)[0] < 0.0) != neg0:
-        mid = r2
-    if mid < 0.0:
-        return 0
-    out[0] = _hermite_root(w0, w1, m0, m1, 0.0, mid)
-    out[1] = _hermite_root(w0, w1, m0, m1, mid, 1.0)
-    out[2] = 0.0
-    out[3] = mid
-    out[4] = mid
-    out[5] = 1.0
-    return 2
-
+# -- sign crossings (located by .crossings) -------------------------------------------------------
 
 @njit(**JIT_OPTIONS)
 def _scan_crossings(Z, row_w, row_v, row_valid, vnew, h, t0, sign, count, first, last,

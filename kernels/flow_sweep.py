@@ -15,8 +15,8 @@ How the lanes share the work
 One lockstep iteration is one RK4 step (of size ``h`` or ``h/m_fine``) of every
 active lane. Its four gradient evaluations are done for all lanes at once: the
 stage inputs θ of the ``LANES`` lanes are gathered lane-innermost and multiplied by
-``H`` (or ``X`` and ``Xᵀ``) with the register-blocked product of the MGD sweep
-(:func:`.sweep._mv_tile`: ``TILE x LW`` sums in registers, one broadcast of a
+``H`` (or ``X`` and ``Xᵀ``) with the register-blocked product that the MGD sweep uses too
+(:func:`.vec_ir._mv_tile`: ``TILE x LW`` sums in registers, one broadcast of a
 matrix element feeding all lanes, fused multiply-adds over the column in
 increasing order from +0.0, which is exactly the single run's ``_axpy_columns``).
 A single run's gradient is a chain of dependent multiply-adds along the column;
@@ -36,10 +36,6 @@ from .flow import (
     _B,
     _NR,
     BLOCK,
-    CONVERGED,
-    DIVERGED,
-    MODE_DATA,
-    RUNNING,
     STEPS_DONE,
     _begin_step,
     _finish_step,
@@ -51,24 +47,27 @@ from .flow import (
     _mgf_stage,
     _store_work,
 )
-from .sweep import LW, TILE, _mv_tile
+from .layout import MODE_DATA, round_up
+from .status import CONVERGED, DIVERGED, RUNNING
+from .vec_ir import LW, TILE, _mv_tile
 
-#: Runs per lockstep group (the lanes of the MGD sweep's register-blocked product).
+#: Runs per lockstep group: the lanes of the register-blocked product :func:`.vec_ir._mv_tile`.
 LANES = LW
 
 #: Lanes left in a group below which gradients are computed lane by lane (see :func:`_lane_gradients`).
 SOLO_LANES = 2
 
-# lane phases
-_ACTIVE = 0
-_STOPPED = 1
+# Lane phases of _flow_group: whether a lane still takes steps in this call. Not run statuses: why a
+# lane stopped (converged, diverged, budget used up) is its ``codes[g]``, a :mod:`.status` code.
+_PHASE_STEPPING = 0
+_PHASE_STOPPED = 1
 
 
 def padded_rows(n, dp):
     """Rows of the zero-padded matrices of a group: ``X`` (rows ``nt`` x dp), ``Xᵀ`` and ``H``
     (rows ``dpt`` x n and x dp): n and the padded width dp rounded up to a multiple of ``TILE``
-    (the tiles of :func:`.sweep._mv_tile`). Returns ``(nt, dpt)``."""
-    return -(-n // TILE) * TILE, -(-dp // TILE) * TILE
+    (the tiles of :func:`.vec_ir._mv_tile`). Returns ``(nt, dpt)``."""
+    return round_up(n, TILE), round_up(dp, TILE)
 
 
 @njit(**JIT_OPTIONS)
@@ -76,7 +75,7 @@ def _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid,
     """``grad[g] = ∇L(theta[g])`` (and ``loss[g]`` in the data form) for every lane with ``need[g]``.
 
     Bitwise the single-run :func:`.flow._gradient`: the products are fused multiply-adds
-    over the column in increasing order from +0.0 (:func:`.sweep._mv_tile` on lane-innermost
+    over the column in increasing order from +0.0 (:func:`.vec_ir._mv_tile` on lane-innermost
     copies in ``buf``: input vectors in its first half, products in its second); then
     ``- b`` (Hessian form) or the residuals, the loss and ``/ n`` (data form), element by
     element as there. With at most ``SOLO_LANES`` lanes left the single-run function itself is
@@ -165,7 +164,7 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
     sub = np.zeros(L, dtype=np.int64)
     fine = np.zeros(L, dtype=np.bool_)  # inside the start refinement this step
     hstep = np.zeros(L)                  # this RK4 step: h, or h / m_fine during the refinement
-    phase = np.full(L, _STOPPED, dtype=np.int64)
+    phase = np.full(L, _PHASE_STOPPED, dtype=np.int64)
     active = 0
     for g in range(L):
         if not live[g]:
@@ -176,24 +175,24 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
         step[g] = C[g, STEPS_DONE]
         stop[g] = min(step[g] + n_steps, max(totals[g], step[g]))
         codes[g] = RUNNING
-        phase[g] = _ACTIVE
+        phase[g] = _PHASE_STEPPING
         active += 1
         _begin_step(Z[g], theta[g], nblk)
     b0, b1, b2, b3 = _B
     while active > 0:
         # the gradient at the current point of every active lane (before each RK4 step)
         for g in range(L):
-            need[g] = phase[g] == _ACTIVE
+            need[g] = phase[g] == _PHASE_STEPPING
         _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid, loss, need, buf)
         for g in range(L):
-            if phase[g] != _ACTIVE:
+            if phase[g] != _PHASE_STEPPING:
                 continue
             if gf[g]:
                 _gf_velocity(Z[g], grad[g], nblk)
             if sub[g] > 0:
                 continue  # inside a refined grid step: no grid-point tests
             if step[g] >= stop[g]:
-                phase[g] = _STOPPED
+                phase[g] = _PHASE_STOPPED
                 active -= 1
                 continue
             if tols[g] >= 0.0:
@@ -204,7 +203,7 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
                     lg = _half_mean_square_residual(Xu, y, vnew_p[g, :d])
                 if lg <= tols[g]:
                     codes[g] = CONVERGED
-                    phase[g] = _STOPPED
+                    phase[g] = _PHASE_STOPPED
                     active -= 1
                     continue
             if not (step[g] >= n_fines[g] or m_fines[g] == 1):
@@ -212,14 +211,14 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
         if active == 0:
             break
         for g in range(L):
-            need[g] = phase[g] == _ACTIVE
+            need[g] = phase[g] == _PHASE_STEPPING
             fine[g] = not (step[g] >= n_fines[g] or m_fines[g] == 1)
             hstep[g] = hs[g] / m_fines[g] if fine[g] else hs[g]
         # one RK4 step of every active lane: stages lane by lane, gradients for all lanes at once
         for s in range(3):
             hb = b0 if s == 0 else (b1 if s == 1 else b2)
             for g in range(L):
-                if phase[g] != _ACTIVE:
+                if phase[g] != _PHASE_STEPPING:
                     continue
                 ha = hstep[g] * _A_SUB[s]
                 if gf[g]:
@@ -228,7 +227,7 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
                     _mgf_stage(Z[g], grad[g], theta[g], nblk, inv_lam[g], hb, ha)
             _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid, loss, need, buf)
         for g in range(L):
-            if phase[g] != _ACTIVE:
+            if phase[g] != _PHASE_STEPPING:
                 continue
             t0 = step[g] * hs[g] + sub[g] * hstep[g] if fine[g] else step[g] * hs[g]
             diverged = _finish_step(Xu, XTu, y, Hu, b, mode, gf[g], inv_lam[g], b3, hstep[g], t0, Z[g], theta[g],
@@ -239,7 +238,7 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
                     Z[g] = saved[g]
                     _begin_step(Z[g], theta[g], nblk)
                 codes[g] = DIVERGED
-                phase[g] = _STOPPED
+                phase[g] = _PHASE_STOPPED
                 active -= 1
                 continue
             if fine[g]:

@@ -43,62 +43,51 @@ rules use fused multiply-adds where :func:`_propose`, :func:`_accumulate_s` and
 State layout
 ------------
 ``fstate`` (float64, ``(N_FLOAT_ROWS, d)``) and ``istate`` (int64,
-``(N_INT_ROWS, d)``) hold everything a run needs to continue bit for bit; the
-row indices are the module constants below. ``counters[0]`` is the number of
-updates done so far.
+``(N_INT_ROWS, d)``) hold everything a run needs to continue bit for bit;
+``counters[0]`` is the number of updates done so far. Their rows, the gradient
+modes, the record layout and the padding rule are defined and documented in
+:mod:`.layout` (and importable from here, as the Python layer does).
 """
 
 import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, OVERFLOW, fma
+from .layout import (  # the shared layouts, defined and documented in .layout
+    CROSS_MINUS,
+    CROSS_PLUS,
+    FIRST_CROSS_MINUS,
+    FIRST_CROSS_PLUS,
+    GRAD_MOMENTUM,
+    LAST_CROSS_MINUS,
+    LAST_CROSS_PLUS,
+    MIN_DELTA,
+    MIRROR_COMP,
+    MIRROR_SUM,
+    MODE_DATA,
+    MODE_HESSIAN,
+    N_FLOAT_ROWS,
+    REC_DELTA,
+    REC_THETA,
+    REC_W_MINUS,
+    REC_W_PLUS,
+    S_COMP_MINUS,
+    S_COMP_PLUS,
+    S_SUM_MINUS,
+    S_SUM_PLUS,
+    W_MINUS,
+    W_MINUS_PREV,
+    W_PLUS,
+    W_PLUS_PREV,
+)
+
+# The Python layer reads every layout name as kernels.mgd.<NAME>; these four are not used here.
+from .layout import MODE_MINIBATCH as MODE_MINIBATCH
+from .layout import N_INT_ROWS as N_INT_ROWS
+from .layout import N_REC_VECTORS as N_REC_VECTORS
+from .layout import PAD as PAD
 from .rng import _draw_batch
-
-# float state rows
-W_PLUS = 0
-W_MINUS = 1
-W_PLUS_PREV = 2
-W_MINUS_PREV = 3
-S_SUM_PLUS = 4
-S_SUM_MINUS = 5
-S_COMP_PLUS = 6
-S_COMP_MINUS = 7
-GRAD_MOMENTUM = 8
-MIRROR_SUM = 9
-MIRROR_COMP = 10
-MIN_DELTA = 11
-N_FLOAT_ROWS = 12
-
-# int state rows
-CROSS_PLUS = 0
-CROSS_MINUS = 1
-FIRST_CROSS_PLUS = 2
-FIRST_CROSS_MINUS = 3
-LAST_CROSS_PLUS = 4
-LAST_CROSS_MINUS = 5
-N_INT_ROWS = 6
-
-# gradient modes
-MODE_HESSIAN = 0
-MODE_DATA = 1
-MODE_MINIBATCH = 2
-
-# kernel return codes (the public status table lives in dlnmomentum.status)
-RUNNING = 0
-CONVERGED = 1
-DIVERGED = 3
-
-# recorded vector fields, axis 1 of ``rec_vectors``
-REC_THETA = 0
-REC_W_PLUS = 1
-REC_W_MINUS = 2
-REC_DELTA = 3
-N_REC_VECTORS = 4
-
-
-#: Working vectors are padded to a multiple of this length so that the
-#: vectorised loops (4 lanes x 4-way interleave) never fall into scalar tails.
-PAD = 16
+from .status import CONVERGED, DIVERGED, RUNNING  # the kernels' return codes; also read as kernels.mgd.DIVERGED
 
 
 @njit(**JIT_OPTIONS)

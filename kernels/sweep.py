@@ -34,7 +34,7 @@ is a register-blocked product of ``TILE`` rows of ``H`` (or ``Xᵀ``) with the
 column in increasing order from +0.0 with fused multiply-adds; the ``TILE x LW``
 sums then feed the fused update of those rows (:func:`_emit_row_update`: the
 iterate, θ, ``1/w``, the two compensated Lemma 4 sums, the momentum and the
-compensated mirror sum, min Δ), ``ROWS_AT_ONCE`` rows at a time. The Lemma 4
+compensated mirror sum, min Δ), one row at a time. The Lemma 4
 term of an update needs ``1/w_new``; it is added one step late, from the stored
 ``w`` and ``1/w`` (two buffers each), which takes the division off the longest
 dependency chain of a row without changing an operand; exporting a lane adds the
@@ -43,11 +43,13 @@ one lane at a time (:func:`_minibatch_gradient`) and share the update
 (:func:`_update_div`).
 
 The vector code is generated directly as LLVM IR (Numba's SLP vectoriser is off
-and its loop vectoriser cannot keep the sums in registers here). It uses
-``fmul``/``fadd``/``fsub``/``fdiv`` without fast-math flags, so nothing is
-contracted or re-associated, and ``llvm.fma`` exactly where the single-run kernel
-calls :func:`.config.fma` (see :mod:`.config`): every lane performs the
-single-run operations on the same operands, in the same order.
+and its loop vectoriser cannot keep the sums in registers here), in the small
+vector language of :mod:`.vec_ir` (``<LW x double>`` operations without fast-math
+flags, ``llvm.fma`` exactly where the single-run kernel calls :func:`.config.fma`,
+the register-blocked tile product): every lane performs the single-run operations
+on the same operands, in the same order. This module writes the MGD step in that
+language (the section "The fused step of a group") and keeps the group bookkeeping
+in plain Numba.
 
 Rare events leave the hot loop
 ------------------------------
@@ -69,16 +71,24 @@ Work distribution
 blocks of consecutive groups; a thread owns its block's arrays, no memory is
 shared for writing, so neither the thread count nor the block size can change
 a bit.
+
+Module size
+-----------
+This module is longer than the others because it is one unit: the frame layout, the
+IR of the fused step that updates the frames and the Numba bookkeeping that
+initialises, parks, exports and replays them all address the same slots, and they
+are read together against :mod:`.mgd` to check that a lane is the single run. What
+knows nothing of the method lives elsewhere: the vector language and the tile
+product in :mod:`.vec_ir`, the state rows and modes in :mod:`.layout`.
 """
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .config import JIT_OPTIONS, OVERFLOW, PARALLEL_JIT_OPTIONS, fma
-from .mgd import (
+from .layout import (
     CROSS_MINUS,
     CROSS_PLUS,
     FIRST_CROSS_MINUS,
@@ -100,17 +110,22 @@ from .mgd import (
     W_MINUS_PREV,
     W_PLUS,
     W_PLUS_PREV,
+    round_up,
 )
 from .rng import _draw_batch, _seed_state
-
-#: Lanes per group: two AVX2 registers of doubles, so that every broadcast element of ``H`` feeds
-#: two vector multiply-adds (the matrix product is then bound by arithmetic, not by loads).
-LW = 8
-#: Rows of the register-blocked matrix product (TILE x LW sums = 12 AVX2 registers); frames are
-#: padded to a multiple, so d = 30 needs no padding row.
-TILE = 6
-#: Rows whose updates are emitted interleaved (more than one spills registers at LW = 8).
-ROWS_AT_ONCE = 1
+from .status import CONVERGED, DIVERGED, MAX_STEPS  # the outcome of a lane, in OUT_STATUS
+from .vec_ir import (
+    _VEC,
+    LW,
+    TILE,
+    _c64,
+    _data_ptr,
+    _emit_tile_sums,
+    _is_c_array,
+    _mv_tile,
+    _vconst,
+    _VecOps,
+)
 
 # slots of a frame
 S_WPA = 0
@@ -141,211 +156,15 @@ LP_GAMMA = 0
 LP_BETA = 1
 N_LANE_PARAMS = 2
 
-# lane outcome codes (the public values of dlnmomentum.status)
-LANE_RUNNING = 0
-LANE_CONVERGED = 1
-LANE_MAX_STEPS = 2
-LANE_DIVERGED = 3
-
 
 def frames_for(n, d):
     """Number of frames of a group state: d and n rounded up to ``TILE``."""
-    return max(-(-d // TILE) * TILE, -(-n // TILE) * TILE)
+    return max(round_up(d, TILE), round_up(n, TILE))
 
 
 # ---------------------------------------------------------------------------------------------------
-# LLVM vector IR building blocks
+# The fused step of a group, generated as LLVM IR (in the vector language of .vec_ir)
 # ---------------------------------------------------------------------------------------------------
-
-_F64 = ir.DoubleType()
-_I64 = ir.IntType(64)
-_I32 = ir.IntType(32)
-_VEC = ir.VectorType(_F64, LW)
-_IVEC = ir.VectorType(_I64, LW)
-_ALIGN = 8
-
-
-def _host_has_avx():
-    try:
-        import llvmlite.binding as llvm
-
-        return LW % 4 == 0 and llvm.get_host_cpu_features().flatten().find("+avx,") >= 0
-    except Exception:  # pragma: no cover - exotic hosts
-        return False
-
-
-_X86_MIN = _host_has_avx()
-
-
-def _c64(x):
-    return ir.Constant(_I64, x)
-
-
-def _vconst(x):
-    return ir.Constant(_VEC, [float(x)] * LW)
-
-
-class _VecOps:
-    """Thin helpers over an IRBuilder for <LW x double> code (no fast-math flags)."""
-
-    def __init__(self, builder):
-        self.b = builder
-        self.fabs_fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(_VEC, [_VEC]), f"llvm.fabs.v{LW}f64")
-        self.fma_fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(_VEC, [_VEC, _VEC, _VEC]), f"llvm.fma.v{LW}f64")
-
-    def ptr(self, base, idx):
-        return self.b.bitcast(self.b.gep(base, [idx]), _VEC.as_pointer())
-
-    def load(self, base, idx):
-        return self.b.load(self.ptr(base, idx), align=_ALIGN)
-
-    def store(self, value, base, idx):
-        self.b.store(value, self.ptr(base, idx), align=_ALIGN)
-
-    def splat(self, x):
-        v = self.b.insert_element(ir.Constant(_VEC, ir.Undefined), x, ir.Constant(_I32, 0))
-        return self.b.shuffle_vector(v, ir.Constant(_VEC, ir.Undefined),
-                                     ir.Constant(ir.VectorType(_I32, LW), [0] * LW))
-
-    def add(self, x, y):
-        return self.b.fadd(x, y)
-
-    def sub(self, x, y):
-        return self.b.fsub(x, y)
-
-    def mul(self, x, y):
-        return self.b.fmul(x, y)
-
-    def div(self, x, y):
-        return self.b.fdiv(x, y)
-
-    def fma(self, x, y, z):
-        """``x·y + z`` rounded once, lane by lane (``llvm.fma``; the single-run kernels' :func:`.config.fma`)."""
-        return self.b.call(self.fma_fn, [x, y, z])
-
-    def neg(self, x):
-        return self.b.fneg(x)
-
-    def abs(self, x):
-        return self.b.call(self.fabs_fn, [x])
-
-    def lt(self, x, y):
-        return self.b.fcmp_ordered("<", x, y)
-
-    def nlt(self, x, y):
-        """not (x < y): true where x >= y or either is NaN."""
-        return self.b.fcmp_unordered(">=", x, y)
-
-    def le(self, x, y):
-        return self.b.fcmp_ordered("<=", x, y)
-
-    def ge(self, x, y):
-        return self.b.fcmp_ordered(">=", x, y)
-
-    def min_lt(self, x, y):
-        """``x if x < y else y``.
-
-        On x86 with AVX this is ``vminpd`` on each 4-lane half (MINPD returns its
-        first operand iff it is less than the second: exactly this expression, NaN
-        and signed zeros included). Elsewhere it is a select. (Written as a select on
-        x86, LLVM turns the store of ``select(x < y, x, load(p))`` to ``p`` into a slow
-        masked store.)
-        """
-        if not _X86_MIN:
-            return self.select(self.lt(x, y), x, y)
-        v4 = ir.VectorType(_F64, 4)
-        fn = cgutils.get_or_insert_function(self.b.module, ir.FunctionType(v4, [v4, v4]), "llvm.x86.avx.min.pd.256")
-        if LW == 4:
-            return self.b.call(fn, [x, y])
-        undef = ir.Constant(_VEC, ir.Undefined)
-        parts = []
-        for h in range(LW // 4):
-            half = ir.Constant(ir.VectorType(_I32, 4), list(range(4 * h, 4 * h + 4)))
-            parts.append(self.b.call(fn, [self.b.shuffle_vector(x, undef, half),
-                                          self.b.shuffle_vector(y, undef, half)]))
-        while len(parts) > 1:  # concatenate halves pairwise
-            width = 2 * parts[0].type.count
-            joined = ir.Constant(ir.VectorType(_I32, width), list(range(width)))
-            parts = [self.b.shuffle_vector(parts[k], parts[k + 1], joined) for k in range(0, len(parts), 2)]
-        return parts[0]
-
-    def select(self, m, x, y):
-        return self.b.select(m, x, y)
-
-    def neumaier(self, total, comp, term):
-        """(t, comp') with t = total + term and the Neumaier correction added to ``comp``.
-
-        ``comp += ((s - t) + term) if |s| >= |term| else ((term - t) + s)`` written
-        with selects: the same two operations on the same operands.
-        """
-        t = self.add(total, term)
-        cond = self.ge(self.abs(total), self.abs(term))
-        big = self.select(cond, total, term)
-        small = self.select(cond, term, total)
-        return t, self.add(comp, self.add(self.sub(big, t), small))
-
-    def widen(self, m):
-        """A <LW x i1> mask as <LW x i64> (all ones where set), the form compares produce."""
-        return self.b.sext(m, _IVEC)
-
-    def mask_bits(self, w):
-        """A widened mask as an i64 with bit g set for lane g."""
-        m = self.b.icmp_signed("!=", w, ir.Constant(_IVEC, [0] * LW))
-        return self.b.zext(self.b.bitcast(m, ir.IntType(LW)), _I64)
-
-
-def _data_ptr(context, builder, aryty, value):
-    return context.make_array(aryty)(context, builder, value).data
-
-
-def _is_c_array(t, ndim):
-    return isinstance(t, types.Array) and t.ndim == ndim and t.layout == "C" and t.dtype == types.float64
-
-
-def _emit_tile_sums(builder, v, a_data, ncol, r0, K, sdata, vb, vs, accs):
-    """``accs[k] = Σ_{c<K} A[r0+k, c]·st[vb + c·vs + g]`` (k < TILE): from +0.0, ``acc = fma(A[r, c], v_c, acc)``
-    for c = 0, 1, ..., K-1 in this order, the per-element operations of the single-run ``_axpy_columns``."""
-    rows = [builder.gep(a_data, [builder.mul(builder.add(r0, _c64(k)), ncol)]) for k in range(TILE)]
-    for acc in accs:
-        builder.store(_vconst(0.0), acc)
-    with cgutils.for_range(builder, K) as loop:
-        c = loop.index
-        t = v.load(sdata, builder.add(vb, builder.mul(c, vs)))
-        for k in range(TILE):
-            h = v.splat(builder.load(builder.gep(rows[k], [c])))
-            builder.store(v.fma(h, t, builder.load(accs[k])), accs[k])
-
-
-@intrinsic
-def _mv_tile(typingctx, A, st, r0, K, vb, vs, ob, os):
-    """``st[ob + (r0+k)·os + g] = Σ_{c<K} A[r0+k, c]·st[vb + c·vs + g]`` for k < TILE, g < LW.
-
-    Each output starts at +0.0 and takes ``acc = fma(A[r, c], v_c, acc)`` for c = 0, 1, ..., K-1
-    in this order, the per-element operations of the single-run ``_axpy_columns``; the
-    TILE x LW partial sums stay in registers.
-    ``A`` must be C-contiguous with at least ``r0 + TILE`` rows.
-    """
-    if not (_is_c_array(A, 2) and _is_c_array(st, 1)):
-        return None
-    sig = types.void(A, st, types.intp, types.intp, types.intp, types.intp, types.intp, types.intp)
-
-    def codegen(context, builder, signature, args):
-        a_val, st_val, r0_, k_, vb_, vs_, ob_, os_ = args
-        v = _VecOps(builder)
-        a_arr = context.make_array(signature.args[0])(context, builder, a_val)
-        ncol = cgutils.unpack_tuple(builder, a_arr.shape, 2)[1]
-        sdata = _data_ptr(context, builder, signature.args[1], st_val)
-        accs = [cgutils.alloca_once(builder, _VEC) for _ in range(TILE)]
-        _emit_tile_sums(builder, v, a_arr.data, ncol, r0_, k_, sdata, vb_, vs_, accs)
-        for k in range(TILE):
-            idx = builder.add(ob_, builder.mul(builder.add(r0_, _c64(k)), os_))
-            v.store(builder.load(accs[k]), sdata, idx)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
 
 class _Offsets:
     """Runtime arguments of the update: slot offsets (in doubles) of the buffers that swap
@@ -357,91 +176,63 @@ class _Offsets:
         self.ipc, self.ipn, self.imc, self.imn, self.pending = ipc, ipn, imc, imn, pending
 
 
-class _Lanes:
-    """Apply :class:`_VecOps` operations to R independent rows at once, interleaving their code.
+def _emit_row_update(builder, v, s, base, grad, gam, bet, off, size_acc, sign_acc):
+    """The single-run step of the coordinate at frame offset ``base`` for LW lanes, given its gradient.
 
-    The update of one row is a long dependency chain (a division and a compensated sum
-    in it); emitting two rows op by op lets the out-of-order core overlap them.
-    Operands are lists (one value per row) or single values shared by all rows.
-    """
-
-    def __init__(self, v, rows):
-        self.v = v
-        self.rows = rows
-
-    def __getattr__(self, name):
-        op = getattr(self.v, name)
-
-        def apply(*args):
-            outs = [op(*[a[r] if isinstance(a, list) else a for a in args]) for r in range(self.rows)]
-            if outs and isinstance(outs[0], tuple):
-                return tuple(list(x) for x in zip(*outs, strict=True))
-            return outs
-
-        return apply
-
-
-def _emit_row_update(builder, v, s, bases, grads, gam, bet, off, size_acc, sign_acc):
-    """The single-run step of coordinates ``bases`` (frame offsets) for LW lanes, given their gradients.
-
-    Reads each frame, writes the new iterate over the previous one (``off.wpn``/``off.wmn``),
+    Reads the frame, writes the new iterate over the previous one (``off.wpn``/``off.wmn``),
     θ of the new iterate into ``off.thn`` and every accumulator in place. Per lane it adds
-    ``w₊'² + w₋'²`` of each row to ``size_acc`` and takes into ``sign_acc`` the minimum of
-    ``min(w₊'·w₊, w₋'·w₋)`` over the rows; :func:`_flags` turns them into lane masks.
-    ``bases``/``grads`` are lists (rows updated together, code interleaved).
+    ``w₊'² + w₋'²`` of the row to ``size_acc`` and lowers ``sign_acc`` to
+    ``min(w₊'·w₊, w₋'·w₋)`` where that is smaller; :func:`_flags` turns them into lane masks.
 
     The Lemma 4 sums lag one update behind (see :func:`_flush_lemma4`): the term of
     this update needs ``1/w_new``, a division whose latency would otherwise sit in the
     middle of the longest dependency chain of the row.
     """
-    R = len(bases)
-    m = _Lanes(v, R)
     one, quarter = _vconst(1.0), _vconst(0.25)
 
     def at(o):
-        return [builder.add(b, o) for b in bases]
+        return builder.add(base, o)
 
     def slot(k):
-        return [builder.add(b, _c64(k * LW)) for b in bases]
+        return builder.add(base, _c64(k * LW))
 
-    wp = m.load(s, at(off.wpc))
-    wpp = m.load(s, at(off.wpn))
-    wm = m.load(s, at(off.wmc))
-    wmp = m.load(s, at(off.wmn))
+    wp = v.load(s, at(off.wpc))
+    wpp = v.load(s, at(off.wpn))
+    wm = v.load(s, at(off.wmc))
+    wmp = v.load(s, at(off.wmn))
     # eq. (w_mgd) as the single-run _propose writes it:
     # w+' = fma(β, w+ - w+prev, fma(-γ∇L, w+, w+)), w-' = fma(β, w- - w-prev, fma(γ∇L, w-, w-))
-    gg = m.mul(gam, grads)
-    a = m.fma(bet, m.sub(wp, wpp), m.fma(m.neg(gg), wp, wp))
-    c = m.fma(bet, m.sub(wm, wmp), m.fma(gg, wm, wm))
-    inv_a = m.div(one, a)
-    inv_c = m.div(one, c)
-    a2 = m.mul(a, a)
-    c2 = m.mul(c, c)
-    theta = m.mul(m.sub(a2, c2), quarter)
+    gg = v.mul(gam, grad)
+    a = v.fma(bet, v.sub(wp, wpp), v.fma(v.neg(gg), wp, wp))
+    c = v.fma(bet, v.sub(wm, wmp), v.fma(gg, wm, wm))
+    inv_a = v.div(one, a)
+    inv_c = v.div(one, c)
+    a2 = v.mul(a, a)
+    c2 = v.mul(c, c)
+    theta = v.mul(v.sub(a2, c2), quarter)
     # Conservative lane filters, turned into masks once per step by _flags (see there).
-    for r in range(R):
-        builder.store(v.add(builder.load(size_acc), v.add(a2[r], c2[r])), size_acc)
-        builder.store(v.min_lt(v.min_lt(v.mul(a[r], wp[r]), v.mul(c[r], wm[r])), builder.load(sign_acc)), sign_acc)
+    builder.store(v.add(builder.load(size_acc), v.add(a2, c2)), size_acc)
+    builder.store(v.min_lt(v.min_lt(v.mul(a, wp), v.mul(c, wm)), builder.load(sign_acc)), sign_acc)
     # mirror variable: M = fma(β, M, ∇L), G += γM (Neumaier)
-    mom = m.fma(bet, m.load(s, slot(S_MOM)), grads)
-    mir, mirc = m.neumaier(m.load(s, slot(S_MIR)), m.load(s, slot(S_MIRC)), m.mul(gam, mom))
-    md = m.min_lt(m.abs(m.mul(a, c)), m.load(s, slot(S_MIND)))
+    mom = v.fma(bet, v.load(s, slot(S_MOM)), grad)
+    mir, mirc = v.neumaier(v.load(s, slot(S_MIR)), v.load(s, slot(S_MIRC)), v.mul(gam, mom))
+    md = v.min_lt(v.abs(v.mul(a, c)), v.load(s, slot(S_MIND)))
     for value, where in ((a, at(off.wpn)), (c, at(off.wmn)), (theta, at(off.thn)), (mom, slot(S_MOM)),
                          (mir, slot(S_MIR)), (mirc, slot(S_MIRC)), (md, slot(S_MIND))):
-        m.store(value, s, where)
+        v.store(value, s, where)
     # Lemma 4 sums, one step late: the term of the previous update (w_prev -> w),
     # A += δ·fma(-β, 1/w, 1/w_prev), δ = w - w_prev (Neumaier), from stored w and 1/w:
     # the same operands as in the single-run kernel, off the chain of the division.
     with builder.if_then(builder.icmp_signed("!=", off.pending, _c64(0)), likely=True):
-        nbet = m.neg(bet)
-        term = m.mul(m.sub(wp, wpp), m.fma(nbet, m.load(s, at(off.ipc)), m.load(s, at(off.ipn))))
-        sp, cp = m.neumaier(m.load(s, slot(S_SP)), m.load(s, slot(S_CP)), term)
-        term = m.mul(m.sub(wm, wmp), m.fma(nbet, m.load(s, at(off.imc)), m.load(s, at(off.imn))))
-        sm, cm = m.neumaier(m.load(s, slot(S_SM)), m.load(s, slot(S_CM)), term)
+        nbet = v.neg(bet)
+        term = v.mul(v.sub(wp, wpp), v.fma(nbet, v.load(s, at(off.ipc)), v.load(s, at(off.ipn))))
+        sp, cp = v.neumaier(v.load(s, slot(S_SP)), v.load(s, slot(S_CP)), term)
+        term = v.mul(v.sub(wm, wmp), v.fma(nbet, v.load(s, at(off.imc)), v.load(s, at(off.imn))))
+        sm, cm = v.neumaier(v.load(s, slot(S_SM)), v.load(s, slot(S_CM)), term)
         for value, where in ((sp, slot(S_SP)), (cp, slot(S_CP)), (sm, slot(S_SM)), (cm, slot(S_CM))):
-            m.store(value, s, where)
-    m.store(inv_a, s, at(off.ipn))
-    m.store(inv_c, s, at(off.imn))
+            v.store(value, s, where)
+    v.store(inv_a, s, at(off.ipn))
+    v.store(inv_c, s, at(off.imn))
 
 
 def _finish_gradient(builder, v, form, acc, bdata, row, scale_v):
@@ -452,21 +243,16 @@ def _finish_gradient(builder, v, form, acc, bdata, row, scale_v):
 
 
 def _emit_rows(builder, v, s, sums, r0, nrows, form, bdata, scale_v, gam, bet, off, size_acc, sign_acc):
-    """Update rows ``r0 .. r0+nrows-1`` from the column sums ``sums[k]``, ``ROWS_AT_ONCE`` at a time."""
+    """Update rows ``r0 .. r0+nrows-1`` from the column sums ``sums[k]``, one row after the other.
 
-    def rows(first, count):
-        idx = [builder.add(first, _c64(j)) for j in range(count)]
-        rws = [builder.add(r0, k) for k in idx]
-        grads = [_finish_gradient(builder, v, form, builder.load(builder.gep(sums, [k])), bdata, r, scale_v)
-                 for k, r in zip(idx, rws, strict=True)]
-        _emit_row_update(builder, v, s, [builder.mul(r, _c64(FR)) for r in rws], grads, gam, bet, off,
-                         size_acc, sign_acc)
-
-    groups = builder.sdiv(nrows, _c64(ROWS_AT_ONCE))
-    with cgutils.for_range(builder, groups) as loop:
-        rows(builder.mul(loop.index, _c64(ROWS_AT_ONCE)), ROWS_AT_ONCE)
-    with cgutils.for_range(builder, builder.srem(nrows, _c64(ROWS_AT_ONCE))) as loop:
-        rows(builder.add(builder.mul(groups, _c64(ROWS_AT_ONCE)), loop.index), 1)
+    (Emitting the code of two rows interleaved, for the out-of-order core to overlap their
+    dependency chains, spills registers at LW = 8 and was slower.)
+    """
+    with cgutils.for_range(builder, nrows) as loop:
+        k = loop.index
+        row = builder.add(r0, k)
+        grad = _finish_gradient(builder, v, form, builder.load(builder.gep(sums, [k])), bdata, row, scale_v)
+        _emit_row_update(builder, v, s, builder.mul(row, _c64(FR)), grad, gam, bet, off, size_acc, sign_acc)
 
 
 def _filter_accumulators(builder):
@@ -525,6 +311,7 @@ def _make_step_update(form):
             size_acc, sign_acc = _filter_accumulators(builder)
             accs = [cgutils.alloca_once(builder, _VEC) for _ in range(TILE)]
             sums = cgutils.alloca_once(builder, _VEC, size=TILE)
+            # round_up(d, TILE) / TILE tiles, in IR since d is only known at run time
             ntiles = builder.sdiv(builder.add(d_, _c64(TILE - 1)), _c64(TILE))
             with cgutils.for_range(builder, ntiles) as tiles:
                 r0 = builder.mul(tiles.index, _c64(TILE))
@@ -566,7 +353,7 @@ def _make_update(form):
                 base = builder.mul(loop.index, _c64(FR))
                 acc = v.load(s, builder.add(base, _c64(S_GR * LW)))
                 grad = _finish_gradient(builder, v, form, acc, bdata, loop.index, scale_v)
-                _emit_row_update(builder, v, s, [base], [grad], gam, bet, off, size_acc, sign_acc)
+                _emit_row_update(builder, v, s, base, grad, gam, bet, off, size_acc, sign_acc)
             return _flags(builder, v, size_acc, sign_acc)
 
         return sig, codegen
@@ -815,7 +602,7 @@ def _group_steps(mode, X, XT, y, H, b, n, d, tol, batch_size, replace,
             if check:
                 for g in range(LW):
                     if act[g] and loss[g] <= tol:
-                        _finish_lane(st, ist, lane, g, k, LANE_CONVERGED, d, pts, OUT_F, OUT_I, OUT_STATUS,
+                        _finish_lane(st, ist, lane, g, k, CONVERGED, d, pts, OUT_F, OUT_I, OUT_STATUS,
                                      OUT_STEPS)
                         _park(st, lane, act, g)
                         active -= 1
@@ -882,11 +669,11 @@ def _group_chunk(mode, X, XT, y, H, b, n, d, tol, batch_size, replace,
         _group_steps(mode, X, XT, y, H, b, n, d, tol, batch_size, replace, rst, rlane, rist, ract, rrng,
                      rperm,
                      pts, k0, kd - k0, never, OUT_F, OUT_I, OUT_STATUS, OUT_STEPS)
-        _finish_lane(rst, rist, rlane, g, kd, LANE_DIVERGED, d, pts, OUT_F, OUT_I, OUT_STATUS, OUT_STEPS)
+        _finish_lane(rst, rist, rlane, g, kd, DIVERGED, d, pts, OUT_F, OUT_I, OUT_STATUS, OUT_STEPS)
     if k0 + n_steps >= total:
         for g in range(LW):
             if act[g]:
-                _finish_lane(st, ist, lane, g, total, LANE_MAX_STEPS, d, pts, OUT_F, OUT_I, OUT_STATUS,
+                _finish_lane(st, ist, lane, g, total, MAX_STEPS, d, pts, OUT_F, OUT_I, OUT_STATUS,
                              OUT_STEPS)
 
 

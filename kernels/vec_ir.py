@@ -1,0 +1,224 @@
+"""A small vector language for Numba intrinsics: ``<LW x double>`` LLVM IR, without fast-math flags.
+
+The lockstep kernels (:mod:`.sweep`, :mod:`.flow_sweep`) advance ``LW`` runs (*lanes*)
+at once and generate their hot loops directly as LLVM IR: Numba's SLP vectoriser is
+off and its loop vectoriser cannot keep the sums of a matrix product in registers
+there. This module owns the pieces of that IR that know nothing of a method:
+
+* the types (``_VEC``: ``LW`` doubles, ``_IVEC``: ``LW`` int64) and constants (:func:`_c64`,
+  :func:`_vconst`);
+* :class:`_VecOps`, lane-wise arithmetic over an IRBuilder: ``fadd``/``fsub``/``fmul``/``fdiv``
+  with no fast-math flags (nothing is contracted or re-associated), ``llvm.fma`` exactly
+  where the single-run kernels call :func:`.config.fma`, compares, selects, a minimum that
+  is ``vminpd`` on AVX hosts, the Neumaier step and lane masks: each operation is the
+  single-run operation on the same operands, lane by lane (see :mod:`.config`);
+* access to Numba arrays from a codegen (:func:`_data_ptr`, :func:`_is_c_array`);
+* the register-blocked tile product, ``TILE`` rows of a matrix times ``LW`` vectors with
+  the ``TILE x LW`` sums in registers: the emitter :func:`_emit_tile_sums` (also fused into
+  the MGD step of :mod:`.sweep`) and the intrinsic :func:`_mv_tile` (used by both lockstep
+  kernels). Every sum runs over the column in increasing order from +0.0 with fused
+  multiply-adds, the per-element operations of the single-run ``_axpy_columns``.
+
+What a step computes (the MGD update rule, the frame layout of a group) lives in :mod:`.sweep`.
+"""
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+#: Lanes per group: two AVX2 registers of doubles, so that every broadcast element of ``H`` feeds
+#: two vector multiply-adds (the matrix product is then bound by arithmetic, not by loads).
+LW = 8
+#: Rows of the register-blocked matrix product (TILE x LW sums = 12 AVX2 registers); frames are
+#: padded to a multiple, so d = 30 needs no padding row.
+TILE = 6
+
+_F64 = ir.DoubleType()
+_I64 = ir.IntType(64)
+_I32 = ir.IntType(32)
+_VEC = ir.VectorType(_F64, LW)
+_IVEC = ir.VectorType(_I64, LW)
+_ALIGN = 8
+
+
+def _host_has_avx():
+    try:
+        import llvmlite.binding as llvm
+
+        return LW % 4 == 0 and llvm.get_host_cpu_features().flatten().find("+avx,") >= 0
+    except Exception:  # pragma: no cover - exotic hosts
+        return False
+
+
+_X86_MIN = _host_has_avx()
+
+
+def _c64(x):
+    return ir.Constant(_I64, x)
+
+
+def _vconst(x):
+    return ir.Constant(_VEC, [float(x)] * LW)
+
+
+class _VecOps:
+    """Thin helpers over an IRBuilder for <LW x double> code (no fast-math flags)."""
+
+    def __init__(self, builder):
+        self.b = builder
+        self.fabs_fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_VEC, [_VEC]), f"llvm.fabs.v{LW}f64")
+        self.fma_fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_VEC, [_VEC, _VEC, _VEC]), f"llvm.fma.v{LW}f64")
+
+    def ptr(self, base, idx):
+        return self.b.bitcast(self.b.gep(base, [idx]), _VEC.as_pointer())
+
+    def load(self, base, idx):
+        return self.b.load(self.ptr(base, idx), align=_ALIGN)
+
+    def store(self, value, base, idx):
+        self.b.store(value, self.ptr(base, idx), align=_ALIGN)
+
+    def splat(self, x):
+        v = self.b.insert_element(ir.Constant(_VEC, ir.Undefined), x, ir.Constant(_I32, 0))
+        return self.b.shuffle_vector(v, ir.Constant(_VEC, ir.Undefined),
+                                     ir.Constant(ir.VectorType(_I32, LW), [0] * LW))
+
+    def add(self, x, y):
+        return self.b.fadd(x, y)
+
+    def sub(self, x, y):
+        return self.b.fsub(x, y)
+
+    def mul(self, x, y):
+        return self.b.fmul(x, y)
+
+    def div(self, x, y):
+        return self.b.fdiv(x, y)
+
+    def fma(self, x, y, z):
+        """``x·y + z`` rounded once, lane by lane (``llvm.fma``; the single-run kernels' :func:`.config.fma`)."""
+        return self.b.call(self.fma_fn, [x, y, z])
+
+    def neg(self, x):
+        return self.b.fneg(x)
+
+    def abs(self, x):
+        return self.b.call(self.fabs_fn, [x])
+
+    def lt(self, x, y):
+        return self.b.fcmp_ordered("<", x, y)
+
+    def nlt(self, x, y):
+        """not (x < y): true where x >= y or either is NaN."""
+        return self.b.fcmp_unordered(">=", x, y)
+
+    def le(self, x, y):
+        return self.b.fcmp_ordered("<=", x, y)
+
+    def ge(self, x, y):
+        return self.b.fcmp_ordered(">=", x, y)
+
+    def min_lt(self, x, y):
+        """``x if x < y else y``.
+
+        On x86 with AVX this is ``vminpd`` on each 4-lane half (MINPD returns its
+        first operand iff it is less than the second: exactly this expression, NaN
+        and signed zeros included). Elsewhere it is a select. (Written as a select on
+        x86, LLVM turns the store of ``select(x < y, x, load(p))`` to ``p`` into a slow
+        masked store.)
+        """
+        if not _X86_MIN:
+            return self.select(self.lt(x, y), x, y)
+        v4 = ir.VectorType(_F64, 4)
+        fn = cgutils.get_or_insert_function(self.b.module, ir.FunctionType(v4, [v4, v4]), "llvm.x86.avx.min.pd.256")
+        if LW == 4:
+            return self.b.call(fn, [x, y])
+        undef = ir.Constant(_VEC, ir.Undefined)
+        parts = []
+        for h in range(LW // 4):
+            half = ir.Constant(ir.VectorType(_I32, 4), list(range(4 * h, 4 * h + 4)))
+            parts.append(self.b.call(fn, [self.b.shuffle_vector(x, undef, half),
+                                          self.b.shuffle_vector(y, undef, half)]))
+        while len(parts) > 1:  # concatenate halves pairwise
+            width = 2 * parts[0].type.count
+            joined = ir.Constant(ir.VectorType(_I32, width), list(range(width)))
+            parts = [self.b.shuffle_vector(parts[k], parts[k + 1], joined) for k in range(0, len(parts), 2)]
+        return parts[0]
+
+    def select(self, m, x, y):
+        return self.b.select(m, x, y)
+
+    def neumaier(self, total, comp, term):
+        """(t, comp') with t = total + term and the Neumaier correction added to ``comp``.
+
+        ``comp += ((s - t) + term) if |s| >= |term| else ((term - t) + s)`` written
+        with selects: the same two operations on the same operands.
+        """
+        t = self.add(total, term)
+        cond = self.ge(self.abs(total), self.abs(term))
+        big = self.select(cond, total, term)
+        small = self.select(cond, term, total)
+        return t, self.add(comp, self.add(self.sub(big, t), small))
+
+    def widen(self, m):
+        """A <LW x i1> mask as <LW x i64> (all ones where set), the form compares produce."""
+        return self.b.sext(m, _IVEC)
+
+    def mask_bits(self, w):
+        """A widened mask as an i64 with bit g set for lane g."""
+        m = self.b.icmp_signed("!=", w, ir.Constant(_IVEC, [0] * LW))
+        return self.b.zext(self.b.bitcast(m, ir.IntType(LW)), _I64)
+
+
+def _data_ptr(context, builder, aryty, value):
+    return context.make_array(aryty)(context, builder, value).data
+
+
+def _is_c_array(t, ndim):
+    return isinstance(t, types.Array) and t.ndim == ndim and t.layout == "C" and t.dtype == types.float64
+
+
+def _emit_tile_sums(builder, v, a_data, ncol, r0, K, sdata, vb, vs, accs):
+    """``accs[k] = Σ_{c<K} A[r0+k, c]·st[vb + c·vs + g]`` (k < TILE): from +0.0, ``acc = fma(A[r, c], v_c, acc)``
+    for c = 0, 1, ..., K-1 in this order, the per-element operations of the single-run ``_axpy_columns``."""
+    rows = [builder.gep(a_data, [builder.mul(builder.add(r0, _c64(k)), ncol)]) for k in range(TILE)]
+    for acc in accs:
+        builder.store(_vconst(0.0), acc)
+    with cgutils.for_range(builder, K) as loop:
+        c = loop.index
+        t = v.load(sdata, builder.add(vb, builder.mul(c, vs)))
+        for k in range(TILE):
+            h = v.splat(builder.load(builder.gep(rows[k], [c])))
+            builder.store(v.fma(h, t, builder.load(accs[k])), accs[k])
+
+
+@intrinsic
+def _mv_tile(typingctx, A, st, r0, K, vb, vs, ob, os):
+    """``st[ob + (r0+k)·os + g] = Σ_{c<K} A[r0+k, c]·st[vb + c·vs + g]`` for k < TILE, g < LW.
+
+    Each output starts at +0.0 and takes ``acc = fma(A[r, c], v_c, acc)`` for c = 0, 1, ..., K-1
+    in this order, the per-element operations of the single-run ``_axpy_columns``; the
+    TILE x LW partial sums stay in registers.
+    ``A`` must be C-contiguous with at least ``r0 + TILE`` rows.
+    """
+    if not (_is_c_array(A, 2) and _is_c_array(st, 1)):
+        return None
+    sig = types.void(A, st, types.intp, types.intp, types.intp, types.intp, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        a_val, st_val, r0_, k_, vb_, vs_, ob_, os_ = args
+        v = _VecOps(builder)
+        a_arr = context.make_array(signature.args[0])(context, builder, a_val)
+        ncol = cgutils.unpack_tuple(builder, a_arr.shape, 2)[1]
+        sdata = _data_ptr(context, builder, signature.args[1], st_val)
+        accs = [cgutils.alloca_once(builder, _VEC) for _ in range(TILE)]
+        _emit_tile_sums(builder, v, a_arr.data, ncol, r0_, k_, sdata, vb_, vs_, accs)
+        for k in range(TILE):
+            idx = builder.add(ob_, builder.mul(builder.add(r0_, _c64(k)), os_))
+            v.store(builder.load(accs[k]), sdata, idx)
+        return context.get_dummy_value()
+
+    return sig, codegen
