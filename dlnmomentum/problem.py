@@ -6,6 +6,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .kernels.layout import PAD, round_up
 from .validate import as_array, as_float, as_int
 
 
@@ -101,13 +102,13 @@ class Problem:
 
     @cached_property
     def padded(self):
-        """(X, Xᵀ, H, b) zero-padded to a multiple of 16 columns, for the kernels.
+        """(X, Xᵀ, H, b) zero-padded to a multiple of ``kernels.layout.PAD`` columns, for the kernels.
 
         Padding lets the vectorised loops run without scalar tails; padded
         coordinates carry θ = 0 and ∇L = 0, so results are unchanged bit for bit.
         """
         d = self.d
-        dp = -(-d // 16) * 16
+        dp = round_up(d, PAD)
         X = np.zeros((self.n, dp))
         X[:, :d] = self.X
         H = np.zeros((dp, dp))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels.mgd import N_REC_VECTORS
+from .kernels.layout import N_REC_VECTORS
 from .record import SCALAR_FIELDS, VECTOR_FIELDS
 from .status import Status
 

@@ -174,13 +174,14 @@ def test_a_command_module_that_fails_to_import_is_an_error():
 
 
 def test_modules_stay_small_unless_cohesive():
-    """No module over about 600 lines unless its docstring says why it is one cohesive thing."""
+    """No module over about 600 lines unless its docstring says why it is one cohesive thing (a "Module size"
+    section, or the word cohesive)."""
     too_big = []
     for module, path in _modules().items():
         with open(path, encoding="utf-8") as f:
             text = f.read()
         if text.count("\n") > 650:
             doc = ast.get_docstring(ast.parse(text)) or ""
-            if "cohesive" not in doc.lower():
+            if "cohesive" not in doc.lower() and "module size" not in doc.lower():
                 too_big.append(f"{module}: {text.count(chr(10))} lines")
     assert not too_big, too_big

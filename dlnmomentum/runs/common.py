@@ -4,7 +4,7 @@ import sys
 
 import numpy as np
 
-from ..kernels import mgd as KL  # TODO(layout): kernels.layout once merged
+from ..kernels import layout as KL
 from ..problem import Problem
 from ..record import Record
 from ..validate import as_array, as_float

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..driver import RunStateMixin, chunk_steps_for
+from ..kernels import layout as KL
 from ..kernels import mgd as K
 from ..kernels.rng import _fill_batches, _seed_state
 from ..problem import Problem
@@ -229,11 +230,11 @@ class MGDRun(RunStateMixin):
             delta0=readonly(np.abs(self.w_plus0 * self.w_minus0)), delta_inf=readonly(f["delta_inf"]),
             s_plus=readonly(f["s_plus"]), s_minus=readonly(f["s_minus"]),
             theta0_tilde=readonly(f["theta0_tilde"]), mirror=readonly(f["mirror"]),
-            crossings_plus=readonly(i[K.CROSS_PLUS]), crossings_minus=readonly(i[K.CROSS_MINUS]),
-            first_crossing_plus=readonly(i[K.FIRST_CROSS_PLUS]),
-            first_crossing_minus=readonly(i[K.FIRST_CROSS_MINUS]),
-            last_crossing_plus=readonly(i[K.LAST_CROSS_PLUS]), last_crossing_minus=readonly(i[K.LAST_CROSS_MINUS]),
-            min_delta=readonly(self.fstate[K.MIN_DELTA]),
+            crossings_plus=readonly(i[KL.CROSS_PLUS]), crossings_minus=readonly(i[KL.CROSS_MINUS]),
+            first_crossing_plus=readonly(i[KL.FIRST_CROSS_PLUS]),
+            first_crossing_minus=readonly(i[KL.FIRST_CROSS_MINUS]),
+            last_crossing_plus=readonly(i[KL.LAST_CROSS_PLUS]), last_crossing_minus=readonly(i[KL.LAST_CROSS_MINUS]),
+            min_delta=readonly(self.fstate[KL.MIN_DELTA]),
             train_loss=self.problem.train_loss(theta), test_loss=self.problem.test_loss(theta),
             l1_norm=float(np.abs(theta).sum()), trajectory=trajectory, problem=self.problem)
 
@@ -250,28 +251,28 @@ def derived_fields(fstate, istate, beta, w_plus0, w_minus0):
     without warnings (its status says why).
     """
     f = fstate
-    wp, wm = f[K.W_PLUS].copy(), f[K.W_MINUS].copy()
+    wp, wm = f[KL.W_PLUS].copy(), f[KL.W_MINUS].copy()
     theta = 0.25 * (wp * wp - wm * wm)
     one_minus_beta = 1.0 - beta
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        s_plus = (f[K.S_SUM_PLUS] + f[K.S_COMP_PLUS]) / one_minus_beta - np.log(np.abs(wp / w_plus0))
-        s_minus = (f[K.S_SUM_MINUS] + f[K.S_COMP_MINUS]) / one_minus_beta - np.log(np.abs(wm / w_minus0))
+        s_plus = (f[KL.S_SUM_PLUS] + f[KL.S_COMP_PLUS]) / one_minus_beta - np.log(np.abs(wp / w_plus0))
+        s_minus = (f[KL.S_SUM_MINUS] + f[KL.S_COMP_MINUS]) / one_minus_beta - np.log(np.abs(wm / w_minus0))
         theta0_tilde = 0.25 * (w_plus0**2 * np.exp(-2 * s_plus) - w_minus0**2 * np.exp(-2 * s_minus))
     return {"w_plus": wp, "w_minus": wm, "theta": theta, "delta_inf": np.abs(wp * wm), "s_plus": s_plus,
-            "s_minus": s_minus, "theta0_tilde": theta0_tilde, "mirror": f[K.MIRROR_SUM] + f[K.MIRROR_COMP],
-            "crossed": bool(istate[K.CROSS_PLUS].any() or istate[K.CROSS_MINUS].any())}
+            "s_minus": s_minus, "theta0_tilde": theta0_tilde, "mirror": f[KL.MIRROR_SUM] + f[KL.MIRROR_COMP],
+            "crossed": bool(istate[KL.CROSS_PLUS].any() or istate[KL.CROSS_MINUS].any())}
 
 
 def _init_state(w_plus0, w_minus0):
     d = w_plus0.shape[0]
-    fstate = np.zeros((K.N_FLOAT_ROWS, d))
-    fstate[K.W_PLUS] = w_plus0
-    fstate[K.W_MINUS] = w_minus0
-    fstate[K.W_PLUS_PREV] = w_plus0
-    fstate[K.W_MINUS_PREV] = w_minus0
-    fstate[K.MIN_DELTA] = np.abs(w_plus0 * w_minus0)
-    istate = np.zeros((K.N_INT_ROWS, d), dtype=np.int64)
-    istate[K.FIRST_CROSS_PLUS:] = -1
+    fstate = np.zeros((KL.N_FLOAT_ROWS, d))
+    fstate[KL.W_PLUS] = w_plus0
+    fstate[KL.W_MINUS] = w_minus0
+    fstate[KL.W_PLUS_PREV] = w_plus0
+    fstate[KL.W_MINUS_PREV] = w_minus0
+    fstate[KL.MIN_DELTA] = np.abs(w_plus0 * w_minus0)
+    istate = np.zeros((KL.N_INT_ROWS, d), dtype=np.int64)
+    istate[KL.FIRST_CROSS_PLUS:] = -1
     return fstate, istate, np.zeros(1, dtype=np.int64)
 
 

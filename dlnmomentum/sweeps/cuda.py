@@ -14,12 +14,13 @@ CPU sweep turns it into fields unchanged. Each point is meant to be bit for bit 
 
 import numpy as np
 
+from ..kernels import layout as KL
 from ..kernels import mgd as K
 from ..kernels import status as KST
 from ..validate import as_array, as_float, as_int
 
 #: Modes by name (the kernel codes of :mod:`dlnmomentum.kernels.mgd`).
-MODES = {"hessian": K.MODE_HESSIAN, "data": K.MODE_DATA, "minibatch": K.MODE_MINIBATCH}
+MODES = {"hessian": KL.MODE_HESSIAN, "data": KL.MODE_DATA, "minibatch": KL.MODE_MINIBATCH}
 
 _INSTALL_HINT = ("install numba-cuda for your CUDA toolkit (e.g. pip install 'numba-cuda[cu12]') "
                  "and run on a machine with an NVIDIA GPU and driver")
@@ -66,7 +67,7 @@ def _as_mode(mode, batch_size):
             raise ValueError(f"mode must be one of {sorted(MODES)} or a kernels.mgd MODE_* code, got {mode!r}")
         mode = MODES[mode]
     mode = as_int("mode", mode, low=0, high=2)
-    if (mode == K.MODE_MINIBATCH) != (batch_size is not None):
+    if (mode == KL.MODE_MINIBATCH) != (batch_size is not None):
         raise ValueError("batch_size is given exactly when mode is MODE_MINIBATCH (SMGD), "
                          f"got mode={mode}, batch_size={batch_size}")
     return mode
@@ -75,14 +76,14 @@ def _as_mode(mode, batch_size):
 def initial_state(w_plus0, w_minus0, count=1):
     """Fresh float/int state of ``count`` runs from (w₊⁰, w₋⁰): the single-run kernel's initial state."""
     d = w_plus0.shape[0]
-    fstate = np.zeros((count, K.N_FLOAT_ROWS, d))
-    fstate[:, K.W_PLUS] = w_plus0
-    fstate[:, K.W_MINUS] = w_minus0
-    fstate[:, K.W_PLUS_PREV] = w_plus0
-    fstate[:, K.W_MINUS_PREV] = w_minus0
-    fstate[:, K.MIN_DELTA] = np.abs(w_plus0 * w_minus0)
-    istate = np.zeros((count, K.N_INT_ROWS, d), dtype=np.int64)
-    istate[:, K.FIRST_CROSS_PLUS:] = -1
+    fstate = np.zeros((count, KL.N_FLOAT_ROWS, d))
+    fstate[:, KL.W_PLUS] = w_plus0
+    fstate[:, KL.W_MINUS] = w_minus0
+    fstate[:, KL.W_PLUS_PREV] = w_plus0
+    fstate[:, KL.W_MINUS_PREV] = w_minus0
+    fstate[:, KL.MIN_DELTA] = np.abs(w_plus0 * w_minus0)
+    istate = np.zeros((count, KL.N_INT_ROWS, d), dtype=np.int64)
+    istate[:, KL.FIRST_CROSS_PLUS:] = -1
     return fstate, istate
 
 
@@ -126,7 +127,7 @@ class CudaMGDSweep:
     """
 
     def __init__(self, problems_by_rep, points, steps, batch_size=None, replace=False, seeds=0, tol=None,
-                 mode=K.MODE_HESSIAN, w_plus0=None, w_minus0=None, *, warps_per_block=None):
+                 mode=KL.MODE_HESSIAN, w_plus0=None, w_minus0=None, *, warps_per_block=None):
         require_cuda()
         from ..kernels import cuda_mgd as KC
 
@@ -270,8 +271,8 @@ class CudaMGDSweep:
                 raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
             return np.ascontiguousarray(a, dtype=dtype)
 
-        fstate = conv("fstate", fstate, (P, K.N_FLOAT_ROWS, d), np.float64)
-        istate = conv("istate", istate, (P, K.N_INT_ROWS, d), np.int64)
+        fstate = conv("fstate", fstate, (P, KL.N_FLOAT_ROWS, d), np.float64)
+        istate = conv("istate", istate, (P, KL.N_INT_ROWS, d), np.int64)
         status = conv("status", status, (P,), np.int64).copy()
         steps_done = conv("steps_done", steps_done, (P,), np.int64)
         if np.any((status < 0) | (status > KST.DIVERGED)):
@@ -288,7 +289,7 @@ class CudaMGDSweep:
         self._state = tuple(cuda.to_device(a) for a in (fstate, istate, status, steps_done, rng, perm))
 
 
-def cpu_state(problem, gamma, beta, steps, *, mode=K.MODE_HESSIAN, tol=None, batch_size=None, replace=False,
+def cpu_state(problem, gamma, beta, steps, *, mode=KL.MODE_HESSIAN, tol=None, batch_size=None, replace=False,
               seed=0, w_plus0, w_minus0, chunk=None):
     """The CPU single-run kernel's final state for one point: ``(fstate, istate, status, steps_done)``.
 
@@ -316,7 +317,7 @@ def cpu_state(problem, gamma, beta, steps, *, mode=K.MODE_HESSIAN, tol=None, bat
             float(gamma), float(beta), mode, -1.0 if tol is None else float(tol),
             rng, perm, batch_size or 0, bool(replace),
             fstate, istate, counters, min(chunk, steps - int(counters[0])),
-            no_steps, np.zeros(1, dtype=np.int64), 0, np.zeros(0, dtype=np.int64), np.zeros((0, K.N_REC_VECTORS, d)),
+            no_steps, np.zeros(1, dtype=np.int64), 0, np.zeros(0, dtype=np.int64), np.zeros((0, KL.N_REC_VECTORS, d)),
             np.zeros((0, 2)))
     final = _public_status(np.array([status]), counters, steps)[0]
     return fstate, istate, int(final), int(counters[0])
@@ -377,8 +378,8 @@ def compare_states(got, ref):
         put(name, gi[:, row], ri[:, row])
     put("status", gs.astype(np.int64)[:, None], rs.astype(np.int64)[:, None])
     put("steps_done", gk.astype(np.int64)[:, None], rk.astype(np.int64)[:, None])
-    for name, s, c in (("a_plus", K.S_SUM_PLUS, K.S_COMP_PLUS), ("a_minus", K.S_SUM_MINUS, K.S_COMP_MINUS),
-                       ("mirror", K.MIRROR_SUM, K.MIRROR_COMP)):
+    for name, s, c in (("a_plus", KL.S_SUM_PLUS, KL.S_COMP_PLUS), ("a_minus", KL.S_SUM_MINUS, KL.S_COMP_MINUS),
+                       ("mirror", KL.MIRROR_SUM, KL.MIRROR_COMP)):
         put(name, gf[:, s] + gf[:, c], rf[:, s] + rf[:, c])
     return out
 
@@ -396,7 +397,7 @@ def run_chunks(engine, chunks, resume_after=None):
 
 
 def cpu_states(problems_by_rep, points, steps, *, batch_size=None, replace=False, seeds=0, tol=None,
-               mode=K.MODE_HESSIAN, w_plus0, w_minus0):
+               mode=KL.MODE_HESSIAN, w_plus0, w_minus0):
     """:func:`cpu_state` of every point, stacked like :meth:`CudaMGDSweep.state`."""
     pts = np.asarray(points, dtype=np.float64)
     seeds = np.broadcast_to(np.asarray(seeds), (pts.shape[0],))

@@ -12,8 +12,9 @@ import time
 import numba
 import numpy as np
 
-from ..kernels import mgd as K
+from ..kernels import layout as KL
 from ..kernels import sweep as KS
+from ..kernels.layout import round_up
 from ..runs.common import gradient_mode, initial_weights
 from ..runs.points import mgd_point
 
@@ -62,7 +63,7 @@ class LockstepEngine:
         if got is None:
             p = self.plan.problem_for(rep)
             n, d = p.n, p.d
-            npad, dpad = -(-n // KS.TILE) * KS.TILE, -(-d // KS.TILE) * KS.TILE
+            npad, dpad = round_up(n, KS.TILE), round_up(d, KS.TILE)
             X = np.zeros((npad, dpad))
             X[:n, :d] = p.X
             H = np.zeros((dpad, dpad))
@@ -116,14 +117,14 @@ class LockstepEngine:
                 pts[q, g] = local
         ST = aligned((ng, nf * KS.FR))
         LANE = aligned((ng, KS.N_LANE_PARAMS * KS.LW))
-        IST = np.zeros((ng, K.N_INT_ROWS, self.d, KS.LW), dtype=np.int64)
+        IST = np.zeros((ng, KL.N_INT_ROWS, self.d, KS.LW), dtype=np.int64)
         ACT = np.zeros((ng, KS.LW), dtype=np.int64)
         RNG = np.zeros((ng, KS.LW, 4), dtype=np.uint64)
         PERM = np.zeros((ng, KS.LW, self.n), dtype=np.int64)
         KS._init_groups(ST, LANE, IST, ACT, RNG, PERM, gam, bet, seeds, valid, self.w_plus0, self.w_minus0)
         npts = len(points)
-        OUT_F = np.zeros((npts, K.N_FLOAT_ROWS, self.d))
-        OUT_I = np.zeros((npts, K.N_INT_ROWS, self.d), dtype=np.int64)
+        OUT_F = np.zeros((npts, KL.N_FLOAT_ROWS, self.d))
+        OUT_I = np.zeros((npts, KL.N_INT_ROWS, self.d), dtype=np.int64)
         OUT_STATUS = np.zeros(npts, dtype=np.int64)
         OUT_STEPS = np.zeros(npts, dtype=np.int64)
         total = self.steps
