@@ -474,14 +474,9 @@ def mgd_time(step, gamma, beta):
 def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=None, v0=None, u1=None,
                          v1=None, tol=None, record=None, gradient="auto", refine_start="auto",
                          max_crossings=DEFAULT_MAX_CROSSINGS):
-    r"""The MGF(λ) run that MGD(γ, β) discretises (Proposition 1), up to the time of MGD step ``steps``.
+    """Validate the arguments of :func:`dlnmomentum.mgf_from_mgd` (Proposition 1; see there) and build its run.
 
-    λ = γ/(1-β)², ε = γ/(1-β), ``t_max = steps·ε`` (:func:`mgd_time`); the initial velocity is
-    :math:`(w_1 - w_0)/\sqrt{\lambda\gamma}` with ``(u1, v1)`` the second MGD point (default
-    ``w_1 = w_0``, as in :func:`dlnmomentum.mgd`, hence zero velocity). The grid step is
-    ``ε/substeps`` (default: the smallest whole number of substeps giving a step below
-    :func:`default_step`), so MGD step ``k`` is grid step ``k·substeps``; ``record`` is
-    given in MGD steps. Validates the arguments of :func:`dlnmomentum.mgf_from_mgd` and builds its run.
+    λ = γ/(1-β)², grid step ε/``substeps`` with ε = γ/(1-β), initial velocity (w₁ - w₀)/√(λγ).
     """
     gamma = as_float("gamma", gamma, low=0.0, low_open=True)
     beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)

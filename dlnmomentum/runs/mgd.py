@@ -160,7 +160,8 @@ class MGDRun(RunStateMixin):
         self.w_minus0 = u0 - v0
         n, d = problem.n, problem.d
         self.total = config.steps
-        self.fstate, self.istate, self.counters = _init_state(self.w_plus0, self.w_minus0)
+        self.fstate, self.istate = initial_state(self.w_plus0, self.w_minus0)
+        self.counters = np.zeros(1, dtype=np.int64)
         self.rng_state = np.zeros(4, dtype=np.uint64)
         _seed_state(config.seed, 0, self.rng_state)
         self.perm = np.arange(n, dtype=np.int64)
@@ -263,17 +264,23 @@ def derived_fields(fstate, istate, beta, w_plus0, w_minus0):
             "crossed": bool(istate[KL.CROSS_PLUS].any() or istate[KL.CROSS_MINUS].any())}
 
 
-def _init_state(w_plus0, w_minus0):
+def initial_state(w_plus0, w_minus0, count=None):
+    """The kernel state ``(fstate, istate)`` of fresh runs from (w₊⁰, w₋⁰), in ``kernels.layout``'s rows.
+
+    w± and their previous values start at w±⁰ (``w_1 = w_0``), min Δ at Δ0, the sums at 0, crossing steps
+    at -1. With ``count``, a leading axis of that many identical runs (the GPU engine's arrays).
+    """
+    lead = () if count is None else (int(count),)
     d = w_plus0.shape[0]
-    fstate = np.zeros((KL.N_FLOAT_ROWS, d))
-    fstate[KL.W_PLUS] = w_plus0
-    fstate[KL.W_MINUS] = w_minus0
-    fstate[KL.W_PLUS_PREV] = w_plus0
-    fstate[KL.W_MINUS_PREV] = w_minus0
-    fstate[KL.MIN_DELTA] = np.abs(w_plus0 * w_minus0)
-    istate = np.zeros((KL.N_INT_ROWS, d), dtype=np.int64)
-    istate[KL.FIRST_CROSS_PLUS:] = -1
-    return fstate, istate, np.zeros(1, dtype=np.int64)
+    fstate = np.zeros(lead + (KL.N_FLOAT_ROWS, d))
+    fstate[..., KL.W_PLUS, :] = w_plus0
+    fstate[..., KL.W_MINUS, :] = w_minus0
+    fstate[..., KL.W_PLUS_PREV, :] = w_plus0
+    fstate[..., KL.W_MINUS_PREV, :] = w_minus0
+    fstate[..., KL.MIN_DELTA, :] = np.abs(w_plus0 * w_minus0)
+    istate = np.zeros(lead + (KL.N_INT_ROWS, d), dtype=np.int64)
+    istate[..., KL.FIRST_CROSS_PLUS:, :] = -1
+    return fstate, istate
 
 
 def prepare_mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size=None,

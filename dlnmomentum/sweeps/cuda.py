@@ -17,6 +17,7 @@ import numpy as np
 from ..kernels import layout as KL
 from ..kernels import mgd as K
 from ..kernels import status as KST
+from ..runs.mgd import initial_state
 from ..validate import as_array, as_float, as_int
 
 #: Modes by name (the kernel codes of :mod:`dlnmomentum.kernels.mgd`).
@@ -71,20 +72,6 @@ def _as_mode(mode, batch_size):
         raise ValueError("batch_size is given exactly when mode is MODE_MINIBATCH (SMGD), "
                          f"got mode={mode}, batch_size={batch_size}")
     return mode
-
-
-def initial_state(w_plus0, w_minus0, count=1):
-    """Fresh float/int state of ``count`` runs from (w₊⁰, w₋⁰): the single-run kernel's initial state."""
-    d = w_plus0.shape[0]
-    fstate = np.zeros((count, KL.N_FLOAT_ROWS, d))
-    fstate[:, KL.W_PLUS] = w_plus0
-    fstate[:, KL.W_MINUS] = w_minus0
-    fstate[:, KL.W_PLUS_PREV] = w_plus0
-    fstate[:, KL.W_MINUS_PREV] = w_minus0
-    fstate[:, KL.MIN_DELTA] = np.abs(w_plus0 * w_minus0)
-    istate = np.zeros((count, KL.N_INT_ROWS, d), dtype=np.int64)
-    istate[:, KL.FIRST_CROSS_PLUS:] = -1
-    return fstate, istate
 
 
 def _public_status(status, steps_done, total):
@@ -300,7 +287,6 @@ def cpu_state(problem, gamma, beta, steps, *, mode=KL.MODE_HESSIAN, tol=None, ba
     mode = _as_mode(mode, batch_size)
     d = problem.d
     fstate, istate = initial_state(np.asarray(w_plus0, dtype=np.float64), np.asarray(w_minus0, dtype=np.float64))
-    fstate, istate = fstate[0], istate[0]
     counters = np.zeros(1, dtype=np.int64)
     from ..kernels.rng import _seed_state
 
