@@ -10,9 +10,11 @@ layer imports it; the command line (:mod:`dlnmomentum.cli`) sits above it.
 import os
 
 from .driver import drive
+from .networks import NetworkProblem
 from .runs.common import auto_progress
 from .runs.flow import prepare_flow, prepare_mgf_from_mgd
 from .runs.mgd import prepare_mgd
+from .runs.network import prepare_network
 from .runs.stepping import DEFAULT_MAX_CROSSINGS
 from .store import run_with_store
 from .store.files import StoreError, StoreExistsError
@@ -44,8 +46,8 @@ def _flow_work(run):
 
 def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size=None, replace=False,
         seed=0, tol=None, record=None, progress=None, gradient="auto", store=None, overwrite=False,
-        checkpoint_every=60.0):
-    r"""Run heavy-ball MGD (or SMGD) on a 2-layer diagonal linear network.
+        checkpoint_every=60.0, w0=None, record_params=False):
+    r"""Run heavy-ball MGD (or SMGD) on a 2-layer diagonal linear network (or on a network problem).
 
     .. math::
         w_{k+1} = w_k - \gamma\nabla F_{B_k}(w_k) + \beta(w_k - w_{k-1}),\quad w_1 = w_0,
@@ -88,11 +90,29 @@ def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size
     checkpoint_every : float
         Seconds of wall clock between checkpoints of a stored run.
 
+    w0 : array (n_params,), optional
+        Network problems only: initial parameters (default ``problem.params0``).
+    record_params : bool
+        Network problems only: also record the flat parameters (``trajectory.extra["params"]``).
+
     Returns
     -------
     MGDResult
-        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``.
+        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``. For a
+        :class:`~dlnmomentum.NetworkProblem` (:func:`~dlnmomentum.teacher_student`,
+        :func:`~dlnmomentum.deep_linear`) the same heavy ball runs on the network's flat
+        parameters (:mod:`dlnmomentum.runs.network`) and the result is a ``NetworkResult``;
+        ``alpha``, ``u0``, ``v0`` and ``gradient`` do not apply there.
     """
+    if isinstance(problem, NetworkProblem):
+        if u0 is not None or v0 is not None or gradient != "auto":
+            raise ValueError("u0, v0 and gradient are for diagonal networks; a NetworkProblem takes w0")
+        run = prepare_network(problem, gamma, beta, steps=steps, w0=w0, batch_size=batch_size, replace=replace,
+                              seed=seed, tol=tol, record=record, record_params=record_params)
+        work = 6.0 * float(run.total) * (batch_size or problem.n) * problem.n_params
+        return _execute(run, progress, work, store, overwrite, checkpoint_every)
+    if w0 is not None or record_params:
+        raise ValueError("w0 and record_params are for network problems (dlnmomentum.NetworkProblem)")
     run = prepare_mgd(problem, gamma, beta, steps=steps, alpha=alpha, u0=u0, v0=v0, batch_size=batch_size,
                       replace=replace, seed=seed, tol=tol, record=record, gradient=gradient)
     return _execute(run, progress, float(run.total) * problem.d * problem.d, store, overwrite, checkpoint_every)
