@@ -15,7 +15,7 @@ Numba kernels (:mod:`.kernels`).
 """
 
 from . import theory
-from .api import gf, mgd, mgf, mgf_from_mgd, resume_sweep, sweep
+from .api import gf, mgd, mgf, mgf_from_mgd, networks_sweep, resume_sweep, sweep
 from .networks import NetworkProblem, deep_linear, teacher_student
 from .problem import Problem, sparse_regression
 from .record import Record
@@ -28,6 +28,7 @@ from .status import CONVERGED, DIVERGED, INTERRUPTED, MAX_STEPS, RUNNING, STATUS
 from .store import StoreError, open_store, resume
 from .sweeps.execute import open_sweep
 from .sweeps.grid import parse_grid
+from .sweeps.networks import open_networks_sweep, resume_networks_sweep
 from .sweeps.result import Sweep
 
 __version__ = "0.3.0"
@@ -41,4 +42,5 @@ __all__ = [
     "Sweep", "open_sweep", "parse_grid", "resume_sweep", "sweep",
     "theory",
     "NetworkConfig", "NetworkProblem", "NetworkResult", "deep_linear", "teacher_student",
+    "networks_sweep", "open_networks_sweep", "resume_networks_sweep",
 ]

@@ -21,11 +21,12 @@ from .store.files import StoreError, StoreExistsError
 from .store.sweep_format import SweepFile
 from .store.sweep_format import lock as sweep_lock
 from .sweeps.execute import block_size_of, check_device, run_plan, store_path
+from .sweeps.networks import networks_sweep as _networks_sweep
 from .sweeps.plan import Plan, config_differences
 from .sweeps.plan import make_config as make_sweep_config
 from .validate import as_int
 
-__all__ = ["gf", "mgd", "mgf", "mgf_from_mgd", "resume_sweep", "sweep"]
+__all__ = ["gf", "mgd", "mgf", "mgf_from_mgd", "networks_sweep", "resume_sweep", "sweep"]
 
 
 def _execute(run, progress, work, store, overwrite, checkpoint_every):
@@ -329,3 +330,44 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
         return run_plan(plan, sw, progress, block_size, log, wave_size, device)
     finally:
         lock.release()
+
+
+def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol=None, batch_size=None,
+                   replace=False, store=None, resume=False, overwrite=False, threads=None, wave_size=None, log=None):
+    r"""MGD/SMGD on a network problem over a (β, γ) grid, for ``reps`` data sets.
+
+    Every point is ``mgd(problem_r, γ, β, steps=steps, batch_size=batch_size, replace=replace,
+    seed=seed + r, tol=tol)`` bit for bit (points run one by one in a thread pool).
+
+    Parameters
+    ----------
+    problem_or_spec : NetworkProblem or dict
+        One :class:`~dlnmomentum.NetworkProblem` for every rep, or a dict
+        ``{"generator": "teacher_student" | "deep_linear", **arguments}`` (no ``seed``): rep ``r``
+        is generated with ``seed + r`` (data and initialisation).
+    gammas, betas : sequence of float or str
+        γ > 0 and β in [0, 1) (strings as in :func:`parse_grid`).
+    steps : int
+        Updates per run.
+    reps, seed, tol, batch_size, replace
+        As in :func:`sweep` and :func:`mgd` (``tol``: stop at train loss ``<= tol``).
+    store : path, optional
+        An HDF5 network sweep store (:mod:`dlnmomentum.store.network_sweep`), written after each wave.
+    resume, overwrite : bool
+        Continue an existing store with the same configuration / replace it.
+    threads : int, optional
+        Points run at once (default: the CPU count).
+    wave_size : int, optional
+        Points per wave (default ``4·threads``); the store is written and Ctrl-C checked after each.
+    log : callable, optional
+        Called with a line of text after every wave.
+
+    Returns
+    -------
+    Sweep
+        dims ``(rep, beta, gamma)``, fields ``test_loss``, ``train_loss``, ``param_norm``, ``status``,
+        ``steps_done``, ``lam``; ``interrupted`` True after Ctrl-C/SIGTERM.
+    """
+    return _networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed, tol=tol,
+                           batch_size=batch_size, replace=replace, store_path=store, resume=resume,
+                           overwrite=overwrite, threads=threads, wave_size=wave_size, log=log)

@@ -217,3 +217,20 @@ def prepare_network(problem, gamma, beta, *, steps, w0=None, batch_size=None, re
     w0 = problem.params0 if w0 is None else as_array("w0", w0, ndim=1, shape=(problem.n_params,))
     schedule = record.step_schedule(config.steps) if record is not None else None
     return NetworkRun(problem, config, w0, schedule)
+
+
+#: The per-point fields of a network sweep: name -> (dtype, description); filled by :func:`point_fields`.
+POINT_FIELDS = {
+    "test_loss": (np.float64, "test loss of the final parameters (NaN without a test set)"),
+    "train_loss": (np.float64, "train loss L(w) = ||f_w(X) - y||^2/(2n) of the final parameters"),
+    "param_norm": (np.float64, "||w||_2 of the final parameters"),
+    "status": (np.int8, "run status: " + ", ".join(f"{int(s)} {s.label}" for s in Status if s)
+               + " (dlnmomentum.Status)"),
+    "steps_done": (np.int64, "updates done"),
+    "lam": (np.float64, "lambda = gamma/(1-beta)^2 (Proposition 1)"),
+}
+
+
+def point_fields(result):
+    """The sweep-point fields of a :class:`NetworkResult` (the very values of the single run)."""
+    return {name: getattr(result, name) for name in POINT_FIELDS}
