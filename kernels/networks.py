@@ -59,34 +59,54 @@ def _activation_offsets(widths, n, offsets):
 
 
 @njit(**JIT_OPTIONS)
+def _block(buf, offset, rows, cols):
+    """The (rows, cols) row-major view of ``buf[offset:offset + rows·cols]``.
+
+    Why views: indexing a flat buffer with ``offset + i`` keeps Numba's negative-index
+    wrap-around test in the inner loops and stops LLVM from vectorising them; rows of 2-D
+    views indexed by a ``range`` variable vectorise (the same element order, the same bits).
+    """
+    return buf[offset:offset + rows * cols].reshape((rows, cols))
+
+
+@njit(**JIT_OPTIONS)
 def _forward(params, widths, w_off, b_off, relu, X, offsets, acts):
     """Activations of every layer for the rows of ``X`` into ``acts`` (layer 0 is a copy of X)."""
     n = X.shape[0]
     n_layers = widths.shape[0] - 1
-    m0 = widths[0]
+    A0 = _block(acts, offsets[0], n, widths[0])
     for m in range(n):
-        for j in range(m0):
-            acts[offsets[0] + m * m0 + j] = X[m, j]
+        xr = X[m]
+        ar = A0[m]
+        for j in range(widths[0]):
+            ar[j] = xr[j]
     for layer in range(n_layers):
         fan_in = widths[layer]
         fan_out = widths[layer + 1]
-        wo = w_off[layer]
+        W = _block(params, w_off[layer], fan_in, fan_out)
         bo = b_off[layer]
         hidden = layer < n_layers - 1
+        A_in = _block(acts, offsets[layer], n, fan_in)
+        Z = _block(acts, offsets[layer + 1], n, fan_out)
         for m in range(n):
-            a_in = offsets[layer] + m * fan_in
-            z = offsets[layer + 1] + m * fan_out
-            for i in range(fan_out):
-                acts[z + i] = params[bo + i] if bo >= 0 else 0.0
-            for j in range(fan_in):
-                a = acts[a_in + j]
-                row = wo + j * fan_out
+            z = Z[m]
+            a_in = A_in[m]
+            if bo >= 0:
+                b = params[bo:bo + fan_out]
                 for i in range(fan_out):
-                    acts[z + i] = fma(params[row + i], a, acts[z + i])
+                    z[i] = b[i]
+            else:
+                for i in range(fan_out):
+                    z[i] = 0.0
+            for j in range(fan_in):
+                a = a_in[j]
+                w = W[j]
+                for i in range(fan_out):
+                    z[i] = fma(w[i], a, z[i])
             if hidden and relu:
                 for i in range(fan_out):
-                    v = acts[z + i]
-                    acts[z + i] = v if v > 0.0 else 0.0
+                    v = z[i]
+                    z[i] = v if v > 0.0 else 0.0
 
 
 @njit(**JIT_OPTIONS)
@@ -123,48 +143,56 @@ def _loss_grad(params, widths, w_off, b_off, relu, X, y, offsets, acts, deltas, 
     for layer in range(n_layers - 1, -1, -1):
         fan_in = widths[layer]
         fan_out = widths[layer + 1]
-        wo = w_off[layer]
         bo = b_off[layer]
-        d_out = offsets[layer + 1]
-        a_in = offsets[layer]
+        D = _block(deltas, offsets[layer + 1], n, fan_out)
+        A_in = _block(acts, offsets[layer], n, fan_in)
+        G = _block(grad, w_off[layer], fan_in, fan_out)
         # ∇W[j, :] = Σ_m a[m, j] δ[m, :]
-        for k in range(fan_in * fan_out):
-            grad[wo + k] = 0.0
-        for m in range(n):
-            dm = d_out + m * fan_out
-            for j in range(fan_in):
-                a = acts[a_in + m * fan_in + j]
-                row = wo + j * fan_out
-                for i in range(fan_out):
-                    grad[row + i] = fma(a, deltas[dm + i], grad[row + i])
-        if bo >= 0:
+        for j in range(fan_in):
+            g = G[j]
             for i in range(fan_out):
-                grad[bo + i] = 0.0
-            for m in range(n):
-                dm = d_out + m * fan_out
+                g[i] = 0.0
+        for m in range(n):
+            dm = D[m]
+            a_in = A_in[m]
+            for j in range(fan_in):
+                a = a_in[j]
+                g = G[j]
                 for i in range(fan_out):
-                    grad[bo + i] += deltas[dm + i]
+                    g[i] = fma(a, dm[i], g[i])
+        if bo >= 0:
+            gb = grad[bo:bo + fan_out]
+            for i in range(fan_out):
+                gb[i] = 0.0
+            for m in range(n):
+                dm = D[m]
+                for i in range(fan_out):
+                    gb[i] += dm[i]
         if layer == 0:
             break
         # δ_in[m, :] = (Σ_i δ[m, i] W[:, i]) ⊙ σ'(a_in[m, :]), with Wᵀ contiguous
+        W = _block(params, w_off[layer], fan_in, fan_out)
+        WT = _block(wt, 0, fan_out, fan_in)
         for j in range(fan_in):
-            row = wo + j * fan_out
+            w = W[j]
             for i in range(fan_out):
-                wt[i * fan_in + j] = params[row + i]
+                WT[i, j] = w[i]
+        D_in = _block(deltas, offsets[layer], n, fan_in)
         for m in range(n):
-            di = a_in + m * fan_in
-            dm = d_out + m * fan_out
+            d_in = D_in[m]
+            dm = D[m]
             for j in range(fan_in):
-                deltas[di + j] = 0.0
+                d_in[j] = 0.0
             for i in range(fan_out):
-                c = deltas[dm + i]
-                col = i * fan_in
+                c = dm[i]
+                wt_i = WT[i]
                 for j in range(fan_in):
-                    deltas[di + j] = fma(wt[col + j], c, deltas[di + j])
+                    d_in[j] = fma(wt_i[j], c, d_in[j])
             if relu:  # hidden layer: relu'(z) = 1 iff a = relu(z) > 0 (relu'(0) = 0)
+                a_in = A_in[m]
                 for j in range(fan_in):
-                    if not acts[di + j] > 0.0:
-                        deltas[di + j] = 0.0
+                    if not a_in[j] > 0.0:
+                        d_in[j] = 0.0
     return total / (2.0 * n)
 
 
@@ -194,6 +222,18 @@ def _net_loss_grad(params, widths, w_off, b_off, relu, X, y, grad):
     deltas = np.zeros(max(size, 1))
     wt = np.zeros(max(largest, 1))
     return _loss_grad(params, widths, w_off, b_off, relu, X, y, offsets, acts, deltas, wt, grad)
+
+
+@njit(**JIT_OPTIONS)
+def _heavy_ball(cur, prev, grad, gamma, beta, new):
+    """new = fma(β, w - w_prev, fma(-γ, ∇L, w)); False if an entry leaves (-OVERFLOW, OVERFLOW) or is NaN."""
+    ok = True
+    for k in range(cur.shape[0]):
+        w = cur[k]
+        v = fma(beta, w - prev[k], fma(-gamma, grad[k], w))
+        new[k] = v
+        ok &= abs(v) < OVERFLOW  # False for NaN as well
+    return ok
 
 
 @njit(**JIT_OPTIONS)
@@ -268,12 +308,7 @@ def _net_advance(
                     Xb[q, j] = X[r, j]
                 yb[q] = y[r]
             _loss_grad(cur, widths, w_off, b_off, relu, Xb, yb, off_n, acts, deltas, wt, grad)
-        ok = True
-        for k in range(n_params):
-            w = cur[k]
-            v = fma(beta, w - prev[k], fma(-gamma, grad[k], w))
-            new[k] = v
-            ok &= abs(v) < OVERFLOW  # False for NaN as well
+        ok = _heavy_ball(cur, prev, grad, gamma, beta, new)
         if not ok:
             status = DIVERGED
             break
