@@ -337,3 +337,36 @@ def test_sweep_store_keeps_a_given_problem(ts, tmp_path):
 
     _, problem, _, _ = NS.read(str(path))
     assert problem.params0.tobytes() == ts.params0.tobytes() and problem.widths == ts.widths
+
+
+# -- figures and the lambda measure --------------------------------------------------------------------
+
+def test_lambda_spread_tells_lambda_from_gamma():
+    from dlnmomentum.figures.networks import lambda_spread
+
+    gammas, betas = np.geomspace(1e-3, 1e-1, 15), np.linspace(0.0, 0.9, 15)
+    lam = gammas[None, None, :] / (1 - betas[None, :, None]) ** 2
+    coords = {"rep": np.arange(1), "beta": betas, "gamma": gammas}
+    done = np.ones(lam.shape, dtype=bool)
+
+    def sweep_of(values):
+        return dm.Sweep(("rep", "beta", "gamma"), coords, {"lam": lam, "test_loss": values}, done, {})
+
+    by_lam = lambda_spread(sweep_of(lam ** 0.5), bins=30)
+    by_gamma = lambda_spread(sweep_of(np.broadcast_to(gammas, lam.shape) ** 0.5), bins=30)
+    assert by_lam["r2"] > 0.99 and by_lam["ratio"] < 0.1
+    assert by_gamma["ratio"] > 3 * by_lam["ratio"] and by_gamma["r2"] < by_lam["r2"]
+
+
+def test_figures_write_store_and_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    from dlnmomentum.figures.networks import deep_linear_figure, teacher_student_figure
+
+    sw, spread = teacher_student_figure(str(tmp_path / "ts.png"), str(tmp_path / "ts.h5"), gammas=[0.1, 0.3],
+                                        betas=[0.0, 0.5], max_steps=20_000, n_test=50)
+    assert (tmp_path / "ts.png").stat().st_size > 1000 and dm.open_networks_sweep(tmp_path / "ts.h5").complete
+    assert sw.shape == (1, 2, 2) and spread["points"] <= 4
+    sw, spreads = deep_linear_figure(str(tmp_path / "dl.png"), str(tmp_path / "dl.h5"), gammas=[1e-3, 1e-2],
+                                     betas=[0.0, 0.9], steps=50, reps=2, widths=(30, 8, 1), n_test=50)
+    assert (tmp_path / "dl.png").stat().st_size > 1000 and sw.shape == (2, 2, 2)
+    assert set(spreads) == {"train_loss", "test_loss"}
