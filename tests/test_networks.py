@@ -258,8 +258,9 @@ def test_convergence_and_divergence_are_statuses(ts):
     assert np.array_equal(div.params, dm.mgd(ts, 50.0, 0.9, steps=div.steps_done).params)
 
 
-def test_stored_run_resumes_bit_for_bit(dl, tmp_path, monkeypatch):
-    kwargs = dict(steps=400, record=dm.Record(every=10), record_params=True)
+@pytest.mark.parametrize("batch_size", [None, 5])
+def test_stored_run_resumes_bit_for_bit(dl, tmp_path, monkeypatch, batch_size):
+    kwargs = dict(steps=400, record=dm.Record(every=10), record_params=True, batch_size=batch_size, seed=4)
     live = dm.mgd(dl, 0.02, 0.8, **kwargs)
     run = prepare_network(dl, 0.02, 0.8, **kwargs)
     run.chunk_steps = 25
