@@ -5,7 +5,7 @@ r"""The paper's network figures (Appendix "Additional Experiments"): does λ = �
   student initialisation for every point; points that did not reach it are blank.
 * :func:`deep_linear_figure` (Figure 6): train and test loss of the deep linear network
   (30, 60, 120, 60, 1) after ``steps`` (1000) full-batch epochs, mean over ``reps`` (5) data
-  sets and initialisations.
+  sets and initialisations; points where a rep diverged are blank.
 
 Both draw labelled λ level lines, write the sweep to an HDF5 store (resumable:
 :func:`dlnmomentum.networks_sweep` with ``resume``) and the figure to a PNG, and return the
@@ -126,11 +126,14 @@ def deep_linear_figure(png, store, *, gammas="1e-3:5e-2:20:log", betas="0:0.95:2
     sw = networks_sweep(spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed, store=store,
                         resume=resume and os.path.exists(store), threads=threads, log=log)
     m = sw.mean("rep")
-    spreads = {name: lambda_spread(sw, name) for name in ("train_loss", "test_loss")}
+    # a point where some rep diverged is blank (its last finite iterate's loss says nothing)
+    ok = (np.asarray(sw.status) != Status.DIVERGED).all(axis=0)
+    spreads = {name: lambda_spread(sw, name, mask=ok) for name in ("train_loss", "test_loss")}
     fig, axes = _figure(2)
     for ax, name in zip(axes, ("train_loss", "test_loss"), strict=True):
         s = spreads[name]
-        _heatmap(ax, m, m[name], f"deep linear {tuple(widths)}: {name.replace('_', ' ')} after {steps} epochs\n"
+        _heatmap(ax, m, np.where(ok, m[name], np.nan),
+                 f"deep linear {tuple(widths)}: {name.replace('_', ' ')} after {steps} epochs\n"
                  f"mean of {reps}; spread along λ {s['along']:.2f} vs across {s['across']:.2f} (log10)",
                  rf"$\log_{{10}}$ {name.replace('_', ' ')}")
     fig.savefig(png, dpi=120)
