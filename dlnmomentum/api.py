@@ -21,6 +21,7 @@ from .store.files import StoreError, StoreExistsError
 from .store.sweep_format import SweepFile
 from .store.sweep_format import lock as sweep_lock
 from .sweeps.execute import block_size_of, check_device, run_plan, store_path
+from .sweeps.networks import is_network_sweep, resume_networks_sweep
 from .sweeps.networks import networks_sweep as _networks_sweep
 from .sweeps.plan import Plan, config_differences
 from .sweeps.plan import make_config as make_sweep_config
@@ -222,7 +223,8 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
     problem_or_spec : Problem or dict
         A :class:`~dlnmomentum.Problem` (the same data for every rep) or a dict of
         :func:`~dlnmomentum.sparse_regression` arguments (``n, d, s, mu, sigma, n_test``):
-        rep ``r`` is generated with seed ``seed + r``.
+        rep ``r`` is generated with seed ``seed + r``. A :class:`~dlnmomentum.NetworkProblem`
+        or a dict with a ``generator`` key runs :func:`networks_sweep` instead.
     gammas, betas : sequence of float or str
         Step sizes γ > 0 and momenta β in [0, 1) of a discrete sweep (strings as in
         :func:`parse_grid`, e.g. ``"1e-3:1e-1:20:log"``).
@@ -277,6 +279,15 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
         ``complete`` is False when the sweep was interrupted (Ctrl-C / SIGTERM); the points
         done so far are in the store.
     """
+    if isinstance(problem_or_spec, NetworkProblem) or (isinstance(problem_or_spec, dict)
+                                                       and "generator" in problem_or_spec):
+        # a network problem or spec: the network sweep engine (same Sweep, its own store)
+        if lams is not None or t_max is not None or theory or gradient != "auto" or device != "cpu":
+            raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, theory, gradient "
+                             "or device); see dlnmomentum.networks_sweep")
+        return networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed,
+                              tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
+                              overwrite=overwrite, wave_size=wave_size, log=log)
     config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
                                         seed, tol, alpha, replace, gradient, theory, theory_tol)
     block_size = block_size_of(block_size)
@@ -318,6 +329,8 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
     path = store_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"sweep store {path} does not exist")
+    if is_network_sweep(path):
+        return resume_networks_sweep(path, wave_size=wave_size, log=log)
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     lock = sweep_lock(path)

@@ -292,6 +292,11 @@ def test_stored_run_resumes_bit_for_bit(dl, tmp_path, monkeypatch, batch_size):
 
 def test_sweep_points_equal_single_runs(ts):
     sw = dm.networks_sweep(ts, gammas=[0.02, 0.05], betas=[0.0, 0.8], steps=3000, tol=1e-4, threads=2)
+    via_sweep = dm.sweep(ts, gammas=[0.02, 0.05], betas=[0.0, 0.8], steps=3000, tol=1e-4)
+    for name in sw.fields:
+        assert np.asarray(sw[name]).tobytes() == np.asarray(via_sweep[name]).tobytes(), name
+    with pytest.raises(ValueError, match="network sweep"):
+        dm.sweep(ts, lams=[0.1], t_max=1.0)
     assert sw.dims == ("rep", "beta", "gamma") and sw.complete
     for ib, beta in enumerate(sw.coords["beta"]):
         for ig, gamma in enumerate(sw.coords["gamma"]):
@@ -320,10 +325,11 @@ def test_sweep_store_interrupted_then_resumed(tmp_path):
         dm.networks_sweep(spec, **dict(kwargs, steps=201), store=path, resume=True)
     done = dm.networks_sweep(spec, **kwargs, store=path, resume=True)
     assert done.complete and not done.interrupted
+    assert dm.resume_sweep(path).complete  # dm.resume_sweep knows network sweep stores
     for name in full.fields:
         assert np.asarray(full[name]).tobytes() == np.asarray(done[name]).tobytes(), name
     reopened = dm.open_networks_sweep(path)
-    assert reopened.config["sessions"] == 2
+    assert reopened.config["sessions"] == 3  # created+interrupted, resumed, resumed again (nothing to do)
     # rep 1 of a spec sweep is the generator with seed + 1, batches with seed + 1
     r = dm.mgd(dm.deep_linear(widths=(30, 10, 1), n_test=50, seed=1), 0.03, 0.9, steps=200, batch_size=5, seed=1)
     assert reopened.test_loss[1, 2, 1] == r.test_loss

@@ -50,6 +50,15 @@ def create(path, config, dims, coords, shape, problem=None):
     os.replace(tmp, path)
 
 
+def is_network_sweep(path):
+    """True when ``path`` is an HDF5 file of this layout (False for anything else, unreadable included)."""
+    try:
+        with h5py.File(path, "r") as f:
+            return attr_str(f.attrs.get("kind", "")) == KIND
+    except OSError:
+        return False
+
+
 def read(path):
     """``(config, problem or None, data, done)`` of the store at ``path``."""
     try:

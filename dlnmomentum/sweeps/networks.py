@@ -212,6 +212,11 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
     return sw
 
 
+def is_network_sweep(path):
+    """True when ``path`` is a network sweep store."""
+    return store.is_network_sweep(os.fspath(path))
+
+
 def open_networks_sweep(path):
     """Read a network sweep store into a :class:`~dlnmomentum.Sweep` (points not done hold NaN)."""
     path = os.fspath(path)
