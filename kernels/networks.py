@@ -88,6 +88,14 @@ def _forward(params, widths, w_off, b_off, relu, X, offsets, acts):
         hidden = layer < n_layers - 1
         A_in = _block(acts, offsets[layer], n, fan_in)
         Z = _block(acts, offsets[layer + 1], n, fan_out)
+        if fan_out == 1:  # a scalar output: one dot product per sample (same order, same bits)
+            for m in range(n):
+                a_in = A_in[m]
+                acc = params[bo] if bo >= 0 else 0.0
+                for j in range(fan_in):
+                    acc = fma(W[j, 0], a_in[j], acc)
+                Z[m, 0] = acc if not (hidden and relu) or acc > 0.0 else 0.0
+            continue
         for m in range(n):
             z = Z[m]
             a_in = A_in[m]
@@ -152,14 +160,22 @@ def _loss_grad(params, widths, w_off, b_off, relu, X, y, offsets, acts, deltas, 
             g = G[j]
             for i in range(fan_out):
                 g[i] = 0.0
-        for m in range(n):
-            dm = D[m]
-            a_in = A_in[m]
-            for j in range(fan_in):
-                a = a_in[j]
-                g = G[j]
-                for i in range(fan_out):
-                    g[i] = fma(a, dm[i], g[i])
+        if fan_out == 1:  # (same order, same bits, without inner loops of length 1)
+            gw = grad[w_off[layer]:w_off[layer] + fan_in]
+            for m in range(n):
+                c = D[m, 0]
+                a_in = A_in[m]
+                for j in range(fan_in):
+                    gw[j] = fma(a_in[j], c, gw[j])
+        else:
+            for m in range(n):
+                dm = D[m]
+                a_in = A_in[m]
+                for j in range(fan_in):
+                    a = a_in[j]
+                    g = G[j]
+                    for i in range(fan_out):
+                        g[i] = fma(a, dm[i], g[i])
         if bo >= 0:
             gb = grad[bo:bo + fan_out]
             for i in range(fan_out):
