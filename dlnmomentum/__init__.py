@@ -15,17 +15,20 @@ Numba kernels (:mod:`.kernels`).
 """
 
 from . import theory
-from .api import gf, mgd, mgf, mgf_from_mgd, resume_sweep, sweep
+from .api import gf, mgd, mgf, mgf_from_mgd, networks_sweep, resume_sweep, sweep
+from .networks import NetworkProblem, deep_linear, teacher_student
 from .problem import Problem, sparse_regression
 from .record import Record
 from .results import Trajectory
 from .runs.flow import FlowConfig, FlowResult, mgd_time
 from .runs.mgd import MGDConfig, MGDResult, batch_indices
+from .runs.network import NetworkConfig, NetworkResult
 from .runs.quadratic import heavy_ball_quadratic
 from .status import CONVERGED, DIVERGED, INTERRUPTED, MAX_STEPS, RUNNING, STATUS_MESSAGES, Status
 from .store import StoreError, open_store, resume
 from .sweeps.execute import open_sweep
 from .sweeps.grid import parse_grid
+from .sweeps.networks import open_networks_sweep, resume_networks_sweep
 from .sweeps.result import Sweep
 
 __version__ = "0.3.0"
@@ -38,4 +41,6 @@ __all__ = [
     "StoreError", "open_store", "resume",
     "Sweep", "open_sweep", "parse_grid", "resume_sweep", "sweep",
     "theory",
+    "NetworkConfig", "NetworkProblem", "NetworkResult", "deep_linear", "teacher_student",
+    "networks_sweep", "open_networks_sweep", "resume_networks_sweep",
 ]

@@ -10,20 +10,24 @@ layer imports it; the command line (:mod:`dlnmomentum.cli`) sits above it.
 import os
 
 from .driver import drive
+from .networks import NetworkProblem
 from .runs.common import auto_progress
 from .runs.flow import prepare_flow, prepare_mgf_from_mgd
 from .runs.mgd import prepare_mgd
+from .runs.network import prepare_network
 from .runs.stepping import DEFAULT_MAX_CROSSINGS
 from .store import run_with_store
 from .store.files import StoreError, StoreExistsError
 from .store.sweep_format import SweepFile
 from .store.sweep_format import lock as sweep_lock
 from .sweeps.execute import block_size_of, check_device, run_plan, store_path
+from .sweeps.networks import is_network_sweep, resume_networks_sweep
+from .sweeps.networks import networks_sweep as _networks_sweep
 from .sweeps.plan import Plan, config_differences
 from .sweeps.plan import make_config as make_sweep_config
 from .validate import as_int
 
-__all__ = ["gf", "mgd", "mgf", "mgf_from_mgd", "resume_sweep", "sweep"]
+__all__ = ["gf", "mgd", "mgf", "mgf_from_mgd", "networks_sweep", "resume_sweep", "sweep"]
 
 
 def _execute(run, progress, work, store, overwrite, checkpoint_every):
@@ -44,8 +48,8 @@ def _flow_work(run):
 
 def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size=None, replace=False,
         seed=0, tol=None, record=None, progress=None, gradient="auto", store=None, overwrite=False,
-        checkpoint_every=60.0):
-    r"""Run heavy-ball MGD (or SMGD) on a 2-layer diagonal linear network.
+        checkpoint_every=60.0, w0=None, record_params=False):
+    r"""Run heavy-ball MGD (or SMGD) on a 2-layer diagonal linear network (or on a network problem).
 
     .. math::
         w_{k+1} = w_k - \gamma\nabla F_{B_k}(w_k) + \beta(w_k - w_{k-1}),\quad w_1 = w_0,
@@ -88,11 +92,29 @@ def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size
     checkpoint_every : float
         Seconds of wall clock between checkpoints of a stored run.
 
+    w0 : array (n_params,), optional
+        Network problems only: initial parameters (default ``problem.params0``).
+    record_params : bool
+        Network problems only: also record the flat parameters (``trajectory.extra["params"]``).
+
     Returns
     -------
     MGDResult
-        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``.
+        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``. For a
+        :class:`~dlnmomentum.NetworkProblem` (:func:`~dlnmomentum.teacher_student`,
+        :func:`~dlnmomentum.deep_linear`) the same heavy ball runs on the network's flat
+        parameters (:mod:`dlnmomentum.runs.network`) and the result is a ``NetworkResult``;
+        ``alpha``, ``u0``, ``v0`` and ``gradient`` do not apply there.
     """
+    if isinstance(problem, NetworkProblem):
+        if u0 is not None or v0 is not None or gradient != "auto":
+            raise ValueError("u0, v0 and gradient are for diagonal networks; a NetworkProblem takes w0")
+        run = prepare_network(problem, gamma, beta, steps=steps, w0=w0, batch_size=batch_size, replace=replace,
+                              seed=seed, tol=tol, record=record, record_params=record_params)
+        work = 6.0 * float(run.total) * (batch_size or problem.n) * problem.n_params
+        return _execute(run, progress, work, store, overwrite, checkpoint_every)
+    if w0 is not None or record_params:
+        raise ValueError("w0 and record_params are for network problems (dlnmomentum.NetworkProblem)")
     run = prepare_mgd(problem, gamma, beta, steps=steps, alpha=alpha, u0=u0, v0=v0, batch_size=batch_size,
                       replace=replace, seed=seed, tol=tol, record=record, gradient=gradient)
     return _execute(run, progress, float(run.total) * problem.d * problem.d, store, overwrite, checkpoint_every)
@@ -201,7 +223,8 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
     problem_or_spec : Problem or dict
         A :class:`~dlnmomentum.Problem` (the same data for every rep) or a dict of
         :func:`~dlnmomentum.sparse_regression` arguments (``n, d, s, mu, sigma, n_test``):
-        rep ``r`` is generated with seed ``seed + r``.
+        rep ``r`` is generated with seed ``seed + r``. A :class:`~dlnmomentum.NetworkProblem`
+        or a dict with a ``generator`` key runs :func:`networks_sweep` instead.
     gammas, betas : sequence of float or str
         Step sizes γ > 0 and momenta β in [0, 1) of a discrete sweep (strings as in
         :func:`parse_grid`, e.g. ``"1e-3:1e-1:20:log"``).
@@ -256,6 +279,15 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
         ``complete`` is False when the sweep was interrupted (Ctrl-C / SIGTERM); the points
         done so far are in the store.
     """
+    if isinstance(problem_or_spec, NetworkProblem) or (isinstance(problem_or_spec, dict)
+                                                       and "generator" in problem_or_spec):
+        # a network problem or spec: the network sweep engine (same Sweep, its own store)
+        if lams is not None or t_max is not None or theory or gradient != "auto" or device != "cpu":
+            raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, theory, gradient "
+                             "or device); see dlnmomentum.networks_sweep")
+        return networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed,
+                              tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
+                              overwrite=overwrite, wave_size=wave_size, log=log)
     config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
                                         seed, tol, alpha, replace, gradient, theory, theory_tol)
     block_size = block_size_of(block_size)
@@ -297,6 +329,8 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
     path = store_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"sweep store {path} does not exist")
+    if is_network_sweep(path):
+        return resume_networks_sweep(path, wave_size=wave_size, log=log)
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     lock = sweep_lock(path)
@@ -309,3 +343,44 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
         return run_plan(plan, sw, progress, block_size, log, wave_size, device)
     finally:
         lock.release()
+
+
+def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol=None, batch_size=None,
+                   replace=False, store=None, resume=False, overwrite=False, threads=None, wave_size=None, log=None):
+    r"""MGD/SMGD on a network problem over a (β, γ) grid, for ``reps`` data sets.
+
+    Every point is ``mgd(problem_r, γ, β, steps=steps, batch_size=batch_size, replace=replace,
+    seed=seed + r, tol=tol)`` bit for bit (points run one by one in a thread pool).
+
+    Parameters
+    ----------
+    problem_or_spec : NetworkProblem or dict
+        One :class:`~dlnmomentum.NetworkProblem` for every rep, or a dict
+        ``{"generator": "teacher_student" | "deep_linear", **arguments}`` (no ``seed``): rep ``r``
+        is generated with ``seed + r`` (data and initialisation).
+    gammas, betas : sequence of float or str
+        γ > 0 and β in [0, 1) (strings as in :func:`parse_grid`).
+    steps : int
+        Updates per run.
+    reps, seed, tol, batch_size, replace
+        As in :func:`sweep` and :func:`mgd` (``tol``: stop at train loss ``<= tol``).
+    store : path, optional
+        An HDF5 network sweep store (:mod:`dlnmomentum.store.network_sweep`), written after each wave.
+    resume, overwrite : bool
+        Continue an existing store with the same configuration / replace it.
+    threads : int, optional
+        Points run at once (default: the CPU count).
+    wave_size : int, optional
+        Points per wave (default ``4·threads``); the store is written and Ctrl-C checked after each.
+    log : callable, optional
+        Called with a line of text after every wave.
+
+    Returns
+    -------
+    Sweep
+        dims ``(rep, beta, gamma)``, fields ``test_loss``, ``train_loss``, ``param_norm``, ``status``,
+        ``steps_done``, ``lam``; ``interrupted`` True after Ctrl-C/SIGTERM.
+    """
+    return _networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed, tol=tol,
+                           batch_size=batch_size, replace=replace, store_path=store, resume=resume,
+                           overwrite=overwrite, threads=threads, wave_size=wave_size, log=log)

@@ -28,16 +28,18 @@ class Trajectory:
     ``step`` counts updates (integration steps for flows); ``time`` is the
     matching MGF time (``kε`` for MGD, ``kh`` for flows). Vector fields have
     shape ``(rows, d)``; losses ``(rows,)``. Flows add velocities in ``extra``.
+    Runs without diagonal weights (networks, :mod:`dlnmomentum.runs.network`) leave the
+    vector fields ``None`` and record their parameters, if at all, in ``extra``.
     """
 
     step: np.ndarray
     time: np.ndarray
-    theta: np.ndarray
-    w_plus: np.ndarray
-    w_minus: np.ndarray
-    delta: np.ndarray
-    train_loss: np.ndarray
-    test_loss: np.ndarray
+    theta: np.ndarray | None = None
+    w_plus: np.ndarray | None = None
+    w_minus: np.ndarray | None = None
+    delta: np.ndarray | None = None
+    train_loss: np.ndarray | None = None
+    test_loss: np.ndarray | None = None
     extra: dict = dataclasses.field(default_factory=dict)
 
     def __len__(self):
@@ -45,7 +47,8 @@ class Trajectory:
 
     def fields(self):
         """Name → array of every recorded quantity (including ``extra``)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+               if f.name != "extra" and getattr(self, f.name) is not None}
         out.update(self.extra)
         return out
 
@@ -76,8 +79,10 @@ def block_fields(block, rows, time_of_step):
     """
     step = block["step"][:rows]
     out = {"step": step, "time": np.asarray(time_of_step(step), dtype=np.float64)}
-    vectors, losses = block["vectors"][:rows], block["losses"][:rows]
-    out.update({name: vectors[:, i] for i, name in enumerate(VECTOR_FIELDS)})
+    if "vectors" in block:  # (network runs have no diagonal weights)
+        vectors = block["vectors"][:rows]
+        out.update({name: vectors[:, i] for i, name in enumerate(VECTOR_FIELDS)})
+    losses = block["losses"][:rows]
     out.update({name: losses[:, i] for i, name in enumerate(SCALAR_FIELDS)})
     out.update({k: block[k][:rows] for k in block if k not in LAYOUT_KEYS})
     return out
@@ -86,11 +91,16 @@ def block_fields(block, rows, time_of_step):
 def trajectory_from_fields(fields):
     """A :class:`Trajectory` from name -> rows arrays (as :func:`block_fields` or a store gives them).
 
-    Returns None when a base field is missing. Keys beyond the base fields go to ``extra``.
+    Returns None when ``step``, ``time`` or a loss is missing; the vector fields (θ, w±, Δ) are
+    None when all of them are missing (network runs). Keys beyond the base fields go to ``extra``.
     """
     base = [f.name for f in dataclasses.fields(Trajectory) if f.name != "extra"]
-    if not all(name in fields for name in base):
+    if not all(name in fields for name in ("step", "time") + SCALAR_FIELDS):
         return None
+    if not all(name in fields for name in VECTOR_FIELDS):
+        if any(name in fields for name in VECTOR_FIELDS):
+            return None
+        base = [name for name in base if name not in VECTOR_FIELDS]
     dtypes = {"step": np.int64}
     return Trajectory(**{k: readonly(fields[k], dtypes.get(k, np.float64)) for k in base},
                       extra={k: readonly(v) for k, v in fields.items() if k not in base})
@@ -104,8 +114,8 @@ def trajectory_from_blocks(blocks, d, time_of_step, extra_names=()):
     return trajectory_from_fields({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
 
 
-class ResultMixin:
-    """Status helpers and lazy theory predictions for frozen result classes."""
+class StatusMixin:
+    """Status helpers of frozen result classes (``status`` always a :class:`~dlnmomentum.Status`)."""
 
     def __post_init__(self):
         # ``status`` is always a Status member, whether the result comes from a live run or a store.
@@ -122,6 +132,15 @@ class ResultMixin:
     @property
     def converged(self):
         return self.status == Status.CONVERGED
+
+    def to_dict(self):
+        """Every field as plain Python / NumPy values (``problem`` and ``trajectory`` left out)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name not in ("problem", "trajectory")}
+
+
+class ResultMixin(StatusMixin):
+    """Status helpers and lazy theory predictions for frozen result classes of diagonal networks."""
 
     def prediction(self):
         """Theorem 1 (flows) / Theorem 2 (MGD, SMGD) for this run, computed on request and cached.
@@ -155,8 +174,3 @@ class ResultMixin:
     def normalized_distance(self):
         """The paper's check ‖θ∞ - θ^GF_Δ∞‖/‖θ^GF_Δ∞‖."""
         return self.prediction().normalized_distance
-
-    def to_dict(self):
-        """Every field as plain Python / NumPy values (``problem`` and ``trajectory`` left out)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
-                if f.name not in ("problem", "trajectory")}

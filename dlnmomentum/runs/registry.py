@@ -10,18 +10,21 @@ Adding a run kind: give its run class a ``family``, add the family to :data:`RUN
 and every type its store holds (run, config, result) to :data:`TYPES`.
 """
 
+from ..networks import NetworkProblem
 from ..problem import Problem
 from ..results import Trajectory
 from .flow import FlowConfig, FlowResult, FlowRun
 from .mgd import MGDConfig, MGDResult, MGDRun
+from .network import NetworkConfig, NetworkResult, NetworkRun
 
 #: Stable name -> type, for every type a store writes by name.
 TYPES = {cls.__name__: cls for cls in (MGDRun, MGDConfig, MGDResult, FlowRun, FlowConfig, FlowResult,
-                                        Trajectory, Problem)}
+                                        Trajectory, Problem, NetworkRun, NetworkConfig, NetworkResult,
+                                        NetworkProblem)}
 
 #: Run family (``run.family``, the ``family`` attribute of a store) -> run class. MGD and SMGD are
 #: family "mgd"; MGF(λ) and gradient flow share "flow" (kinds "mgf", "gf", accepted as families too).
-RUN_FAMILIES = {"mgd": MGDRun, "flow": FlowRun, "mgf": FlowRun, "gf": FlowRun}
+RUN_FAMILIES = {"mgd": MGDRun, "flow": FlowRun, "mgf": FlowRun, "gf": FlowRun, "network": NetworkRun}
 
 #: Module paths written by 0.2.0 -> stable names.
 LEGACY_NAMES = {

@@ -222,6 +222,11 @@ def string_dataset(group, name, value):
 
 def write_problem(f, dims, problem):
     g = f.create_group("problem")
+    if hasattr(problem, "store_arrays"):  # a problem of another kind (a network): its own arrays and class name
+        set_attrs(g, dict(problem.store_attrs(), params=dumps(problem.params), problem_class=type_name(problem)))
+        for name, (value, axes) in problem.store_arrays().items():
+            dims.array(g, name, value, axes)
+        return g
     set_attrs(g, {"description": "training and test data of the run (L(theta) = ||X theta - y||^2 / (2n))",
                   "params": dumps(problem.params)})
     dims.array(g, "X", problem.X, ["sample", "coordinate"])
@@ -244,6 +249,12 @@ def read_problem(g):
     def arr(name):
         return np.asarray(g[name][()])
 
+    problem_class = attr_str(g.attrs.get("problem_class", ""))
+    if problem_class:  # see write_problem
+        attrs = {k: attr_str(v) for k, v in g.attrs.items() if k not in ("params", "problem_class")}
+        arrays = {k: arr(k) for k, v in g.items() if not _is_scale(v)}
+        return resolve_type(problem_class, "problem class").from_store(
+            arrays, attrs, json.loads(attr_str(g.attrs.get("params", "{}"))))
     has_test = g["X_test"].shape[0] > 0
     theta_star = arr("theta_star") if "theta_star" in g else None
     params = json.loads(attr_str(g.attrs.get("params", "{}")))

@@ -125,7 +125,7 @@ def summary_lines(sw):
     kind = cfg.get("kind", "?")
     sizes = " x ".join(f"{d}={n}" for d, n in zip(sw.dims, sw.shape, strict=True))
     lines = [f"sweep        : {kind}, dims {sizes}" + (f"  ({sw.path})" if sw.path else "")]
-    if kind in ("mgd", "smgd"):
+    if kind in ("mgd", "smgd", "network-mgd", "network-smgd"):
         g, b = np.asarray(cfg["gammas"]), np.asarray(cfg["betas"])
         lines.append(f"gamma        : {g.size} values in [{g.min():g}, {g.max():g}]")
         lines.append(f"beta         : {b.size} values in [{b.min():g}, {b.max():g}]")
@@ -141,8 +141,11 @@ def summary_lines(sw):
                                                                                       ""))[:12]}
     lines.append(f"data         : reps={cfg['reps']}, seed={cfg['seed']}, "
                  + ", ".join(f"{k}={v}" for k, v in data.items()))
-    lines.append(f"settings     : alpha={cfg['alpha']:g}, tol={cfg['tol']}, gradient={cfg['gradient']}, "
-                 f"theory={cfg['theory']}")
+    if "alpha" in cfg:  # (network sweeps have no alpha, gradient form or theory)
+        lines.append(f"settings     : alpha={cfg['alpha']:g}, tol={cfg['tol']}, gradient={cfg['gradient']}, "
+                     f"theory={cfg['theory']}")
+    else:
+        lines.append(f"settings     : tol={cfg['tol']}")
     done = sw.done
     lines.append(f"done         : {int(done.sum())}/{done.size} points"
                  + (f", {cfg.get('sessions', 1)} session(s)" if "sessions" in cfg else ""))
@@ -150,9 +153,12 @@ def summary_lines(sw):
         status = np.asarray(sw.data["status"])[done]
         counts = {_status_label(c): int((status == c).sum()) for c in np.unique(status)}
         lines.append("status       : " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-        lines.append(f"crossed      : {int(np.asarray(sw.data['crossed'])[done].sum())} points")
+        if "crossed" in sw.data:
+            lines.append(f"crossed      : {int(np.asarray(sw.data['crossed'])[done].sum())} points")
         for name in ("test_loss", "train_loss", "delta_inf_norm", "l1_norm", "prediction_gap",
-                     "normalized_distance"):
+                     "normalized_distance", "param_norm"):
+            if name not in sw.data:
+                continue
             vals = np.asarray(sw.data[name], dtype=float)[done]
             vals = vals[np.isfinite(vals)]
             if vals.size:

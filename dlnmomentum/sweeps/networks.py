@@ -1,0 +1,245 @@
+"""Sweeps of MGD/SMGD on network problems over (γ, β) grids: :func:`networks_sweep`
+(the user function is :func:`dlnmomentum.networks_sweep`).
+
+The engine is deliberately simple: every point is the single run
+(:func:`dlnmomentum.runs.network.prepare_network`, driven by :func:`dlnmomentum.driver.drive`),
+so a point equals ``dm.mgd(problem, γ, β, ...)`` bit for bit by construction; points run in a
+thread pool (the kernels release the GIL), in waves after which the store is written and
+Ctrl-C/SIGTERM are checked. An interrupted sweep keeps its finished waves and resumes with only
+the missing points. The result is the same labelled :class:`~dlnmomentum.Sweep` as
+:func:`dlnmomentum.sweep`'s, with dims ``(rep, beta, gamma)`` and the fields of
+:data:`dlnmomentum.runs.network.POINT_FIELDS`.
+"""
+
+import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..driver import deferred_signals, drive
+from ..networks import NetworkProblem, deep_linear, teacher_student
+from ..runs.network import POINT_FIELDS, point_fields, prepare_network
+from ..runs.network import make_config as make_run_config
+from ..store import network_sweep as store
+from ..store.files import StoreError, StoreExistsError, to_jsonable
+from ..validate import as_int
+from .grid import as_grid
+from .result import Sweep
+
+#: Problem generators a spec may name: rep ``r`` is ``generator(**spec, seed=seed + r)``.
+GENERATORS = {"teacher_student": teacher_student, "deep_linear": deep_linear}
+
+DIMS = ("rep", "beta", "gamma")
+
+
+def _fingerprint(problem):
+    h = hashlib.sha256()
+    for arr in (problem.X, problem.y, problem.X_test, problem.y_test, problem.params0):
+        a = np.ascontiguousarray(arr, dtype=np.float64)
+        h.update(str(a.shape).encode())
+        h.update(a.tobytes())
+    h.update(repr((problem.widths, problem.biases, problem.activation)).encode())
+    return h.hexdigest()
+
+
+def _check_spec(spec):
+    if not isinstance(spec, dict):
+        raise TypeError("problem_or_spec must be a dlnmomentum.NetworkProblem or a dict with 'generator' "
+                        f"({', '.join(GENERATORS)}) and its arguments, got {type(spec).__name__}")
+    spec = dict(spec)
+    generator = spec.pop("generator", None)
+    if generator not in GENERATORS:
+        raise ValueError(f"spec['generator'] must be one of {tuple(GENERATORS)}, got {generator!r}")
+    if "seed" in spec:
+        raise ValueError("spec must not hold 'seed': the data seed of rep r is seed + r (pass seed=)")
+    if "widths" in spec:
+        spec["widths"] = [int(w) for w in spec["widths"]]
+    GENERATORS[generator](**spec, seed=0)  # validates the values
+    return to_jsonable(dict(generator=generator, **{k: spec[k] for k in sorted(spec)}))
+
+
+def make_config(problem_or_spec, gammas, betas, steps, reps=1, seed=0, tol=None, batch_size=None, replace=False):
+    """``(config, problem)``: the validated JSON-able configuration of a network sweep."""
+    gammas = as_grid("gammas", gammas, low=0.0, low_open=True)
+    betas = as_grid("betas", betas, low=0.0, high=1.0, high_open=True)
+    reps = as_int("reps", reps, low=1)
+    seed = as_int("seed", seed, low=0, high=2**62)
+    if isinstance(problem_or_spec, NetworkProblem):
+        problem, spec, fingerprint = problem_or_spec, None, _fingerprint(problem_or_spec)
+    else:
+        spec, fingerprint = _check_spec(problem_or_spec), None
+        problem = None
+    first = problem if problem is not None else _generate(spec, seed)
+    # one run's validation (errors name the parameter), with the grid's first point
+    c = make_run_config(first, gammas[0], betas[0], steps, batch_size, replace, seed, tol)
+    config = {"kind": c.kind, "gammas": gammas.tolist(), "betas": betas.tolist(), "steps": c.steps,
+              "reps": reps, "seed": seed, "tol": c.tol, "batch_size": c.batch_size, "replace": c.replace,
+              "spec": spec, "fingerprint": fingerprint}
+    return config, problem
+
+
+def _generate(spec, seed):
+    args = {k: v for k, v in spec.items() if k != "generator"}
+    if "widths" in args:
+        args["widths"] = tuple(args["widths"])
+    return GENERATORS[spec["generator"]](**args, seed=seed)
+
+
+class NetworkPlan:
+    """What a network sweep computes: the grid, the data set of each rep and each point's run."""
+
+    def __init__(self, config, problem=None):
+        self.config = config
+        self.problem = problem
+        self.gammas = np.asarray(config["gammas"], dtype=np.float64)
+        self.betas = np.asarray(config["betas"], dtype=np.float64)
+        self.reps = int(config["reps"])
+        self.shape = (self.reps, self.betas.size, self.gammas.size)
+        self._problems = {}
+
+    def problem_for(self, rep):
+        p = self._problems.get(rep)
+        if p is None:
+            spec = self.config["spec"]
+            p = self.problem if spec is None else _generate(spec, self.config["seed"] + rep)
+            self._problems[rep] = p
+        return p
+
+    def coords(self):
+        return {"rep": np.arange(self.reps, dtype=np.int64), "beta": self.betas, "gamma": self.gammas}
+
+    def lam_grid(self):
+        return np.broadcast_to(self.gammas[None, None, :] / (1.0 - self.betas[None, :, None]) ** 2,
+                               self.shape).copy()
+
+    def run_of(self, point):
+        """The run of flat point index ``point``: exactly ``dm.mgd(problem_for(rep), γ, β, ...)``."""
+        rep, ib, ig = np.unravel_index(point, self.shape)
+        c = self.config
+        return prepare_network(self.problem_for(int(rep)), float(self.gammas[ig]), float(self.betas[ib]),
+                               steps=c["steps"], batch_size=c["batch_size"], replace=c["replace"],
+                               seed=c["seed"] + int(rep), tol=c["tol"])
+
+    def empty_data(self):
+        out = {}
+        for name, (dtype, _) in POINT_FIELDS.items():
+            fill = np.nan if np.issubdtype(dtype, np.floating) else 0
+            out[name] = np.full(self.shape, fill, dtype=dtype)
+        out["lam"] = self.lam_grid()
+        return out
+
+
+def _run_point(plan, point):
+    run = plan.run_of(point)
+    status, _ = drive(run, collect=False)
+    return point_fields(run.finish(status))
+
+
+def execute(plan, path, threads=None, wave_size=None, log=None):
+    """Run the pending points of ``plan`` (all, or those not done in the store at ``path``)."""
+    data = plan.empty_data()
+    done = np.zeros(plan.shape, dtype=bool)
+    session = 1
+    if path is not None:
+        _, _, sdata, sdone = store.read(path)
+        data.update(sdata)
+        done = sdone
+        session = store.start_session(path)
+    pending = np.flatnonzero(~done.ravel()).tolist()
+    nthreads = max(1, min(as_int("threads", threads, low=1, allow_none=True) or os.cpu_count() or 1,
+                          max(len(pending), 1)))
+    size = as_int("wave_size", wave_size, low=1, allow_none=True) or 4 * nthreads
+    interrupted = False
+    with ThreadPoolExecutor(max_workers=nthreads) as pool, deferred_signals() as flag:
+        try:
+            for start in range(0, len(pending), size):
+                wave = pending[start:start + size]
+                results = list(pool.map(lambda p: _run_point(plan, p), wave))
+                index = np.unravel_index(np.asarray(wave), plan.shape)
+                values = {name: np.asarray([r[name] for r in results], dtype=dtype)
+                          for name, (dtype, _) in POINT_FIELDS.items()}
+                for name, v in values.items():
+                    data[name][index] = v
+                done[index] = True
+                if path is not None:
+                    store.write_points(path, index, values, session)
+                if log is not None:
+                    log(f"wrote {start + len(wave)}/{len(pending)} pending points ({int(done.sum())}/{done.size} done)")
+                if flag["signum"] is not None:
+                    interrupted = True
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+    return data, done, interrupted
+
+
+def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol=None, batch_size=None,
+                  replace=False, store_path=None, resume=False, overwrite=False, threads=None, wave_size=None,
+                  log=None):
+    """MGD/SMGD on a network problem over a (β, γ) grid (the engine of :func:`dlnmomentum.networks_sweep`)."""
+    config, problem = make_config(problem_or_spec, gammas, betas, steps, reps, seed, tol, batch_size, replace)
+    plan = NetworkPlan(config, problem)
+    if store_path is None:
+        if resume:
+            raise ValueError("resume=True needs a store")
+        data, done, interrupted = execute(plan, None, threads, wave_size, log)
+        sw = Sweep(DIMS, plan.coords(), data, done, config)
+        sw.interrupted = interrupted
+        return sw
+    path = os.fspath(store_path)
+    lock = store.lock(path)
+    try:
+        if os.path.exists(path):
+            if overwrite:
+                os.remove(path)
+            elif resume:
+                stored, _, _, _ = store.read(path)
+                diff = sorted(k for k in config if to_jsonable(stored.get(k)) != to_jsonable(config[k]))
+                if diff:
+                    raise StoreError(f"network sweep store {path} was created with a different configuration "
+                                     f"(differs in {', '.join(diff)}); use another store or overwrite=True")
+            else:
+                raise StoreExistsError(f"network sweep store {path} exists; pass resume=True to continue it or "
+                                       "overwrite=True to replace it")
+        if not os.path.exists(path):
+            store.create(path, config, DIMS, plan.coords(), plan.shape, problem)
+        _, _, interrupted = execute(plan, path, threads, wave_size, log)
+    finally:
+        lock.release()
+    sw = open_networks_sweep(path)
+    sw.interrupted = interrupted
+    return sw
+
+
+def is_network_sweep(path):
+    """True when ``path`` is a network sweep store."""
+    return store.is_network_sweep(os.fspath(path))
+
+
+def open_networks_sweep(path):
+    """Read a network sweep store into a :class:`~dlnmomentum.Sweep` (points not done hold NaN)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"network sweep store {path} does not exist")
+    config, problem, data, done = store.read(path)
+    plan = NetworkPlan(config, problem)
+    return Sweep(DIMS, plan.coords(), data, done, config, path=path)
+
+
+def resume_networks_sweep(path, *, threads=None, wave_size=None, log=None):
+    """Continue the network sweep stored at ``path`` (only missing points run)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"network sweep store {path} does not exist")
+    lock = store.lock(path)
+    try:
+        config, problem, _, _ = store.read(path)
+        config.pop("sessions", None)
+        plan = NetworkPlan(config, problem)
+        _, _, interrupted = execute(plan, path, threads, wave_size, log)
+    finally:
+        lock.release()
+    sw = open_networks_sweep(path)
+    sw.interrupted = interrupted
+    return sw
