@@ -11,9 +11,7 @@ import dataclasses
 import datetime
 import json
 import os
-import signal
 import socket
-import threading
 import time
 
 import numpy as np
@@ -73,19 +71,6 @@ def fsync_dir(path):
         pass
     finally:
         os.close(fd)
-
-
-@contextlib.contextmanager
-def signals_blocked():
-    """Hold SIGINT/SIGTERM back (delivered on exit) around writes that must not be torn."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def resolve_type(name, what="type"):

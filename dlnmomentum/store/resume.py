@@ -13,7 +13,7 @@ import h5py
 import numpy as np
 
 from .. import status as st
-from ..driver import deferred_signals
+from ..driver import deferred_signals, signals_held
 from ..runs import registry
 from ..validate import as_float
 from .files import (
@@ -24,7 +24,6 @@ from .files import (
     clear_status_flags,
     fsync_dir,
     fsync_file,
-    signals_blocked,
     utc_now,
 )
 from .format import FORMAT_VERSION, chunk_offsets, delete_group
@@ -146,7 +145,7 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
     with deferred_signals() as flag:
         lock = WriterLock.acquire(path, "resuming")
         try:
-            with signals_blocked():
+            with signals_held():
                 remove_temporaries(path)
                 repaired = _repair_flags(path)
                 plan = read_plan(path)

@@ -16,9 +16,10 @@ import time
 import h5py
 import numpy as np
 
+from ..driver import signals_held
 from ..problem import Problem
 from ..runs.points import FIELDS, SCALAR_FIELDS, VECTOR_FIELDS
-from .files import StoreCorruptError, StoreError, WriterLock, attr_str, signals_blocked, to_jsonable
+from .files import StoreCorruptError, StoreError, WriterLock, attr_str, to_jsonable
 
 FORMAT_NAME = "dlnmomentum-sweep"
 FORMAT_VERSION = 1
@@ -126,7 +127,7 @@ class SweepFile:
     def write_points(self, plan, points, results, session):
         """Write finished points; the done mask is written last (a torn write leaves them not done)."""
         idx = tuple(np.array(ix) for ix in np.unravel_index(np.asarray(points), plan.shape))
-        with signals_blocked(), h5py.File(self.path, "r+") as f:
+        with signals_held(), h5py.File(self.path, "r+") as f:
             for name in FIELDS:
                 if name == "lam":
                     continue

@@ -45,7 +45,7 @@ import h5py
 import numpy as np
 
 from .. import status as st
-from ..driver import Stopwatch, deferred_signals, drive
+from ..driver import Stopwatch, deferred_signals, drive, signals_held
 from ..results import Trajectory, block_fields, trajectory_from_fields
 from ..runs import registry
 from ..validate import as_float
@@ -60,7 +60,6 @@ from .files import (
     fsync_dir,
     fsync_file,
     side_paths,
-    signals_blocked,
     type_name,
     utc_now,
     write_checkpoint_file,
@@ -152,9 +151,9 @@ class StoreWriter:
         self.queued_bytes = 0
         self.checkpoint_future = None
         self.failed = None
-        with signals_blocked():  # the worker thread inherits a mask without SIGINT/SIGTERM
+        with signals_held():  # the worker thread starts here and inherits a mask without SIGINT/SIGTERM
             self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dlnm-store")
-        self._io(self._open_job, setup)
+            self._io(self._open_job, setup)
         for key, arr in (pending or {}).items():
             if key in schema and len(arr):
                 self._push(key, np.asarray(arr))
@@ -241,7 +240,7 @@ class StoreWriter:
         if set(fields) != set(self.schema):
             raise StoreError(f"store {self.path}: the run recorded fields {sorted(fields)}, the store holds "
                              f"{sorted(self.schema)}")
-        with signals_blocked():
+        with signals_held():
             for key, arr in fields.items():
                 self._push(key, np.asarray(arr)[:rows])
             self.rows += rows
@@ -266,7 +265,7 @@ class StoreWriter:
             if status == st.RUNNING or not self._consistent(run) or self.failed is not None:
                 self._abort()
                 return
-            with signals_blocked():
+            with signals_held():
                 self._finalise(run, status)
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
@@ -602,7 +601,7 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
     with deferred_signals() as flag:
         lock = WriterLock.acquire(path, f"writing a {run.kind} run")
         try:
-            with signals_blocked():
+            with signals_held():
                 _remove_store_files(path)
                 writer = _create(path, run, lock, checkpoint_every)
         except BaseException:
