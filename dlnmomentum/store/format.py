@@ -18,6 +18,8 @@ from .files import (
     StoreError,
     attr_str,
     dumps,
+    read_dataset,
+    reading,
     resolve_type,
     to_jsonable,
     type_name,
@@ -242,7 +244,7 @@ def read_problem(g):
     from ..problem import Problem
 
     def arr(name):
-        return np.asarray(g[name][()])
+        return np.asarray(read_dataset(g[name]))
 
     has_test = g["X_test"].shape[0] > 0
     theta_star = arr("theta_star") if "theta_star" in g else None
@@ -577,8 +579,6 @@ def _delete_dataset(g, name):
 
 def read_final(g):
     """(result class, {field: value}) for the stored fields (trajectory/problem excluded)."""
-    from ..results import readonly
-
     cls = resolve_type(attr_str(g.attrs["result_class"]), "result class")
     out = {name: None for name in json.loads(attr_str(g.attrs.get("none_fields", "[]")))}
     types = json.loads(attr_str(g.attrs.get("types", "{}")))
@@ -586,30 +586,27 @@ def read_final(g):
     for name in (f.name for f in dataclasses.fields(cls)):
         if name not in types:
             continue
-        ds = g[name]
-        kind = types[name]
-        if kind == "bool":
-            out[name] = bool(ds[()])
-        elif kind == "int":
-            out[name] = int(ds[()])
-        elif kind == "float":
-            out[name] = float(ds[()])
-        elif kind == "str":
-            out[name] = ds.asstr()[()]
-        elif kind == "array":
-            out[name] = readonly(ds[()])
-        elif kind == "bool_array":
-            out[name] = readonly(ds[()].astype(bool))
-        elif kind in ("namedtuple", "dataclass"):
-            out[name] = resolve_type(classes[name], "field class")(**json.loads(ds.asstr()[()]))
-        elif kind == "json":
-            out[name] = json.loads(ds.asstr()[()])
-        elif kind == "json_list":
-            out[name] = list(json.loads(ds.asstr()[()]))
-        elif kind == "json_tuple":
-            out[name] = tuple(json.loads(ds.asstr()[()]))
-        else:
-            raise StoreError(f"{g.file.filename}: unknown stored type {kind!r} of /final/{name}")
+        with reading(g.file.filename, f"dataset {g.name}/{name}"):
+            out[name] = _decode_value(g[name], types[name], classes, name)
     return cls, out
 
 
+def _decode_value(ds, kind, classes, name):
+    """One field of ``/final`` as the Python value :func:`write_final` stored."""
+    from ..results import readonly
+
+    scalars = {"bool": bool, "int": int, "float": float}
+    if kind in scalars:
+        return scalars[kind](ds[()])
+    if kind == "array":
+        return readonly(ds[()])
+    if kind == "bool_array":
+        return readonly(ds[()].astype(bool))
+    if kind not in ("str", "namedtuple", "dataclass", "json", "json_list", "json_tuple"):
+        raise StoreError(f"{ds.file.filename}: unknown stored type {kind!r} of {ds.name}")
+    text = ds.asstr()[()]
+    if kind == "str":
+        return text
+    if kind in ("namedtuple", "dataclass"):
+        return resolve_type(classes[name], "field class")(**json.loads(text))
+    return {"json": dict, "json_list": list, "json_tuple": tuple}[kind](json.loads(text))

@@ -24,6 +24,7 @@ from .files import (
     clear_status_flags,
     fsync_dir,
     fsync_file,
+    open_h5_for_writing,
     utc_now,
 )
 from .format import FORMAT_VERSION, chunk_offsets, delete_group
@@ -91,7 +92,7 @@ def _reopen(path, plan, ckpt):
     written = ckpt.written if ckpt is not None else {k: 0 for k in plan.schema}
     if not plan.clean:
         _copy_committed(path, plan, written)
-    f = h5py.File(path, "r+", libver="latest")
+    f = open_h5_for_writing(path, libver="latest")  # waits for readers holding a lock
     try:
         if "checkpoint" in f:
             delete_group(f, "checkpoint")

@@ -59,6 +59,7 @@ from .files import (
     attr_str,
     fsync_dir,
     fsync_file,
+    open_h5_for_writing,
     side_paths,
     type_name,
     utc_now,
@@ -393,7 +394,7 @@ class StoreWriter:
         self.f.close()
         if not done:
             test_hook("close:reopen")
-            with h5py.File(self.path, "r+", libver="latest") as f:
+            with open_h5_for_writing(self.path, libver="latest") as f:  # waits for readers holding a lock
                 dims = Dims(run.problem.d)
                 write_final(f, dims, result, Trajectory, type(run.problem), complete=True)
                 if status == st.INTERRUPTED:
