@@ -222,8 +222,13 @@ class WriterLock:
                 raise StoreLockedError(
                     f"store {path} is open for writing by {who}; wait for it to finish or stop it "
                     f"(if no such process exists, delete {lock_path})") from None
-            with os.fdopen(fd, "w") as fh:
-                json.dump(info, fh)
+            try:
+                with os.fdopen(fd, "w") as fh:
+                    json.dump(info, fh)
+            except OSError as exc:  # a full disk: no half-written lock is left behind
+                with contextlib.suppress(OSError):
+                    os.unlink(lock_path)
+                raise StoreError(f"cannot write the lock file {lock_path} of store {path}: {exc}") from exc
             return cls(path, info)
         raise StoreLockedError(f"could not acquire the lock {lock_path} of store {path}")
 

@@ -38,6 +38,7 @@ from .files import (
     StoreError,
     WriterLock,
     attr_str,
+    fsync_dir,
     open_h5,
     open_h5_for_writing,
     read_dataset,
@@ -83,18 +84,31 @@ class SweepFile:
 
     # -- creation ------------------------------------------------------------------------------------
     def create(self, plan):
+        """Write the whole store, every chunk allocated, as ``<path>.creating``, then rename it to ``path``.
+
+        HDF5 builds the file in memory and Python writes its image: a full disk is then a plain ``OSError``
+        of one ``write`` (HDF5 never holds a file it cannot flush, which used to crash the interpreter
+        at exit), and the temporary file is removed.
+        """
         tmp = self.path + ".creating"
+        with h5py.File(tmp, "w", driver="core", backing_store=False, libver="latest") as f:
+            self._layout(f, plan)
+            f.flush()
+            image = f.id.get_file_image()
         try:
-            with h5py.File(tmp, "w", libver="latest") as f:
-                self._layout(f, plan)
+            with open(tmp, "wb") as fh:
+                fh.write(image)
+                fh.flush()
+                os.fsync(fh.fileno())
             os.replace(tmp, self.path)
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-            if isinstance(exc, (OSError, RuntimeError)) and not isinstance(exc, StoreError):
-                raise StoreError(f"cannot create sweep store {self.path} ({type(exc).__name__}: {exc}); "
-                                 "nothing was written") from exc
+            if isinstance(exc, OSError):
+                raise StoreError(f"cannot create sweep store {self.path} ({len(image)} bytes): {exc}; nothing "
+                                 "was written") from exc
             raise
+        fsync_dir(self.path)
 
     def _layout(self, f, plan):
         f.attrs["kind"] = "sweep"
@@ -131,8 +145,12 @@ class SweepFile:
     @staticmethod
     def _field(f, plan, name, dtype, desc, vector):
         shape = plan.shape + ((plan.d,) if vector else ())
+        # Every chunk is allocated (and filled) now: a wave then only overwrites bytes the file already
+        # has, so a full disk can stop the sweep when the store is created, hardly ever in a wave.
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
         ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=_fill(dtype), fletcher32=True,
-                              chunks=_chunks(shape, len(plan.shape)))
+                              chunks=_chunks(shape, len(plan.shape)), dcpl=dcpl)
         ds.attrs["description"] = desc
         for axis, dim in enumerate(plan.dims):
             ds.dims[axis].attach_scale(f[dim])
@@ -249,7 +267,9 @@ class SweepFile:
         memory["session"][idx] = session
         with signals_held():
             try:
-                f = open_h5_for_writing(self.path)
+                # no chunk cache: a chunk goes to the file in the write call itself, so a failed write (a full
+                # disk) raises there, not later, ignored, when HDF5 evicts the chunk
+                f = open_h5_for_writing(self.path, rdcc_nbytes=0)
             except (OSError, RuntimeError) as exc:
                 if isinstance(exc, StoreError):
                     raise
