@@ -1,12 +1,13 @@
 """``dlnm inspect`` and ``dlnm resume``: what a store holds, and continuing a stored run."""
 
 import json
+import sys
 
 from ..store import StoreError, resume
 from ..store.files import to_jsonable
-from ..store.read import file_kind, inspect_json, inspect_lines
+from ..store.read import DAMAGED, file_kind, inspect_json, inspect_lines
 from ..sweeps.execute import inspect_lines as sweep_inspect_lines
-from .common import EXIT_OK, print_result, progress_wanted
+from .common import EXIT_ERROR, EXIT_OK, print_result, progress_wanted
 
 
 def _cmd_inspect(args):
@@ -15,10 +16,18 @@ def _cmd_inspect(args):
             print(line)
         return EXIT_OK
     if args.json:
-        print(json.dumps(to_jsonable(inspect_json(args.path))))
+        out = inspect_json(args.path)
+        print(json.dumps(to_jsonable(out)))
+        damaged = "damaged" in out
     else:
-        for line in inspect_lines(args.path):
+        lines = inspect_lines(args.path)
+        for line in lines:
             print(line)
+        damaged = any(line.startswith(DAMAGED) for line in lines)
+    if damaged:  # everything readable was shown; the file itself is not usable as it is
+        print(f"dlnm: error: {args.path} is damaged; `dlnm resume {args.path}` computes the run again",
+              file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_OK
 
 

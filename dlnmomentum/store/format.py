@@ -131,15 +131,25 @@ def _tid(dtype):
     return tid
 
 
-def _dcpl(compact=False):
-    """Shared dataset creation property list (no modification times); never modify it."""
-    dcpl = _PLISTS.get(compact)
+def _dcpl(shape, itemsize):
+    """Dataset creation property list of a fixed-size dataset (no modification times); never modify it.
+
+    Up to ``COMPACT_BYTES`` the data lives in the object header (covered by its checksum); larger data is
+    chunked with HDF5's Fletcher32 checksum, so that damaged bytes are an error, never silent numbers.
+    """
+    nbytes = itemsize * math.prod(shape)
+    kind = "compact" if 0 < nbytes <= COMPACT_BYTES else ("empty" if nbytes == 0 else tuple(shape) + (itemsize,))
+    dcpl = _PLISTS.get(kind)
     if dcpl is None:
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_obj_track_times(False)
-        if compact:
+        if kind == "compact":
             dcpl.set_layout(h5py.h5d.COMPACT)
-        _PLISTS[compact] = dcpl
+        elif kind != "empty":
+            chunks = chunk_shape(shape[1:], itemsize)
+            dcpl.set_chunk((min(chunks[0], shape[0]),) + chunks[1:])
+            dcpl.set_fletcher32()
+        _PLISTS[kind] = dcpl
     return dcpl
 
 
@@ -185,7 +195,7 @@ class Dims:
         if data.dtype == np.bool_:
             raise TypeError("no bool datasets in a store (use int8)")
         dsid = h5py.h5d.create(group.id, name.encode(), _tid(data.dtype), _space(data.shape),
-                               dcpl=_dcpl(0 < data.nbytes <= COMPACT_BYTES))
+                               dcpl=_dcpl(data.shape, data.dtype.itemsize))
         if data.size:
             dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(data))
         for axis, length in enumerate(data.shape):
@@ -205,7 +215,7 @@ class Dims:
                 found = (group[name].id, group[name].shape[0])
             else:
                 sid = h5py.h5d.create(group.id, name.encode(), _tid(np.int64), _space((length,)),
-                                      dcpl=_dcpl(0 < 8 * length <= COMPACT_BYTES))
+                                      dcpl=_dcpl((length,), 8))
                 if length:
                     sid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(length, dtype=np.int64))
                 h5py.h5ds.set_scale(sid, name.encode())

@@ -404,6 +404,10 @@ def _theory_lines(result):
             + ("" if result.status_name == "converged" else "  (run not converged: gaps include the residual)")]
 
 
+#: The head of the ``dlnm inspect`` line that reports damaged bytes (the command then exits with an error).
+DAMAGED = "DAMAGED     "
+
+
 def inspect_lines(path, store=None):
     """Lines describing a store (``dlnm inspect``)."""
     s = store or open_store(path)
@@ -424,7 +428,12 @@ def inspect_lines(path, store=None):
     out.append("config      :")
     out.extend(_config_lines(s.config))
     out.append(f"problem     : {s.problem.summary()}")
-    result = s.result if state in ("complete", "interrupted") else None
+    result = None
+    if state in ("complete", "interrupted"):
+        try:
+            result = s.result
+        except StoreCorruptError as exc:
+            out.append(f"{DAMAGED}: {exc}; `dlnm resume {s.path}` computes the run again")
     if result is not None:
         out.append("final       :")
         summary = result.summary() if hasattr(result, "summary") else "\n".join(
@@ -464,7 +473,10 @@ def inspect_json(path):
             ds = f[series.path]
             out["observables"][key] = {"shape": list(ds.shape), "dtype": str(ds.dtype),
                                        "chunks": list(ds.chunks)}
-    result = s.result if s.complete else None
+    try:
+        result = s.result if s.complete else None
+    except StoreCorruptError as exc:
+        result, out["damaged"] = None, str(exc)
     if result is not None:
         out["final"] = to_jsonable(result.to_dict())
     return out
