@@ -475,7 +475,8 @@ def test_divergence_is_a_status(problem):
 
 
 def test_ctrl_c_stops_cleanly_between_chunks(problem):
-    run = runs_flow.prepare_flow(problem, 0.3, t_max=1e7, refine_start=None)
+    with pytest.warns(RuntimeWarning, match="needs 4.97e.08 RK4 steps"):  # a run meant to be stopped
+        run = runs_flow.prepare_flow(problem, 0.3, t_max=1e7, refine_start=None)
     run.chunk_steps = 1000
     with sigint_once_handled(delay=0.3) as sent:
         status, _ = drive(run)
@@ -522,7 +523,7 @@ def test_default_and_user_steps(problem):
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
-    (dict(lam=-0.1), ValueError, r"lam must be in \[0, inf\)"),
+    (dict(lam=-0.1), ValueError, r"lam must be in \[0, 1e\+100\]"),
     (dict(lam=float("nan")), ValueError, "lam must be finite"),
     (dict(lam=float("inf")), ValueError, "lam must be finite"),
     (dict(lam="0.3"), TypeError, "lam"),

@@ -264,7 +264,7 @@ def test_ctrl_c_stops_cleanly_between_chunks(problem):
     (dict(gamma="0.1"), TypeError, "gamma"),
     (dict(beta=1.0), ValueError, r"beta must be in \[0, 1\)"),
     (dict(beta=-0.1), ValueError, "beta"),
-    (dict(steps=-1), ValueError, r"steps must be an integer in \[0, inf\)"),
+    (dict(steps=-1), ValueError, r"steps must be an integer in \[0, 4611686018427387904\]"),
     (dict(steps=2.5), TypeError, "steps"),
     (dict(alpha=0.0), ValueError, "alpha"),
     (dict(batch_size=0), ValueError, r"batch_size must be an integer in \[1, 20\]"),
