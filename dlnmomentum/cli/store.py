@@ -1,23 +1,35 @@
 """``dlnm inspect`` and ``dlnm resume``: what a store holds, and continuing a stored run."""
 
-import json
+import os
 import sys
 
 from ..store import StoreError, resume
-from ..store.files import to_jsonable
 from ..store.read import DAMAGED, file_kind, inspect_json, inspect_lines
+from ..store.sweep_format import FORMAT_NAME as SWEEP_FORMAT
+from ..store.sweep_format import FORMAT_VERSION as SWEEP_VERSION
 from ..sweeps.execute import inspect_lines as sweep_inspect_lines
-from .common import EXIT_ERROR, EXIT_OK, print_result, progress_wanted
+from ..sweeps.execute import open_sweep
+from ..sweeps.result import summary_dict
+from .common import EXIT_ERROR, EXIT_OK, print_json, print_result, progress_wanted
+
+
+def _sweep_json(path):
+    out = summary_dict(open_sweep(path))
+    out.update(file_size=os.path.getsize(path), format=SWEEP_FORMAT, format_version=SWEEP_VERSION)
+    return out
 
 
 def _cmd_inspect(args):
     if file_kind(args.path) == "sweep":
-        for line in sweep_inspect_lines(args.path):
-            print(line)
+        if args.json:
+            print_json(_sweep_json(args.path))
+        else:
+            for line in sweep_inspect_lines(args.path):
+                print(line)
         return EXIT_OK
     if args.json:
         out = inspect_json(args.path)
-        print(json.dumps(to_jsonable(out)))
+        print_json(out)
         damaged = "damaged" in out
     else:
         lines = inspect_lines(args.path)

@@ -1,7 +1,6 @@
 """``dlnm sweep``: a (β, γ) grid of MGD/SMGD runs or a λ line of flows, optionally stored and resumed."""
 
 import argparse
-import json
 import os
 import sys
 
@@ -10,7 +9,15 @@ import numba
 from ..api import resume_sweep, sweep
 from ..sweeps.grid import parse_grid
 from ..validate import as_int
-from .common import EXIT_INTERRUPTED, EXIT_OK, add_problem_arguments, parse_int, problem_from_args, progress_wanted
+from .common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_problem_arguments,
+    parse_int,
+    print_json,
+    problem_from_args,
+    progress_wanted,
+)
 
 
 def _cmd_sweep(args):
@@ -41,7 +48,7 @@ def _cmd_sweep(args):
     if args.json:
         out = {"complete": result.complete, "interrupted": bool(getattr(result, "interrupted", False)),
                "done": int(result.done.sum()), "points": int(result.done.size), "store": result.path}
-        print(json.dumps(out))
+        print_json(out)
     else:
         print(result.summary())
     if getattr(result, "interrupted", False):

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import datetime
 import json
+import math
 import os
 import socket
 import time
@@ -108,6 +109,24 @@ def to_jsonable(value):
 
 def dumps(value):
     return json.dumps(to_jsonable(value), sort_keys=False)
+
+
+def finite_json(value):
+    """``to_jsonable(value)`` with every non-finite float as ``None``: standard JSON, which has no NaN or
+    Infinity (a diverged run's losses are ``null``; its status says why)."""
+    value = to_jsonable(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite_json(v) for v in value]
+    return value
+
+
+def json_text(value):
+    """``value`` as standard JSON text (:func:`finite_json`; ``allow_nan=False`` proves it)."""
+    return json.dumps(finite_json(value), allow_nan=False)
 
 
 def attr_str(value):
