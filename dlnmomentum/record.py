@@ -55,20 +55,27 @@ class Record:
         """Sorted unique int64 step numbers in ``[0, n_steps]``.
 
         ``h`` is the integration step of a flow: ``every`` and ``times`` are then
-        in time units.
+        in time units. Built without hashing or Python objects: 8 bytes per recorded row (a recorded
+        row itself holds at least 4·d doubles), also for tens of millions of rows.
         """
         n_steps = int(n_steps)
         if self.every is not None:
             stride = float(self.every) / h if h is not None else float(self.every)
             if h is None and not float(self.every).is_integer():
                 raise ValueError(f"every must be a whole number of steps for a discrete run, got {self.every}")
-            stride = max(1, int(round(stride)))
-            out = np.arange(0, n_steps + 1, stride, dtype=np.int64)
-        elif self.log is not None:
+            # a stride beyond the budget records the two ends (and never overflows int64)
+            stride = n_steps + 1 if stride > n_steps else max(1, int(round(stride)))
+            # 0, stride, ... (integer products: np.arange's float length is wrong near 2**62), then the end
+            off_grid = n_steps % stride != 0
+            out = np.arange(n_steps // stride + 1 + off_grid, dtype=np.int64)  # one array: 8 bytes per row
+            out *= stride  # (in place; the last entry may wrap around when off the grid ...)
+            out[-1] = n_steps if off_grid else out[-1]  # (... and is the end)
+            return out
+        if self.log is not None:
             if n_steps < 1:
                 out = np.zeros(0, dtype=np.int64)
             else:
-                out = np.unique(np.round(np.geomspace(1, n_steps, self.log)).astype(np.int64))
+                out = np.round(np.geomspace(1, n_steps, self.log)).astype(np.int64)
         elif self.steps is not None:
             out = np.asarray(self.steps, dtype=np.int64)
         else:
@@ -76,8 +83,7 @@ class Record:
                 raise ValueError("times= is for flows; use steps= for discrete runs")
             out = np.round(np.asarray(self.times) / h).astype(np.int64)
         out = out[(out >= 0) & (out <= n_steps)]
-        return np.unique(np.concatenate([[0], out, [n_steps]]).astype(np.int64))
-
+        return _sorted_unique(np.concatenate([[0], out, [n_steps]]).astype(np.int64))
 
 def _step_numbers(value):
     """``steps=``: a 1-d sequence of integers in [0, MAX_STEPS], as a tuple of ints."""
@@ -117,3 +123,11 @@ def _times(value):
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"{what}, got {float(times[i])!r} at index {i}")
     return tuple(float(t) for t in times)
+
+
+def _sorted_unique(steps):
+    """``np.unique`` of an int64 array by sorting (numpy's hash-based unique is slow for long arrays)."""
+    steps = np.sort(steps)
+    keep = np.ones(steps.shape, dtype=bool)
+    keep[1:] = steps[1:] != steps[:-1]
+    return steps[keep]

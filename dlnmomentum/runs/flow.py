@@ -280,13 +280,14 @@ class FlowRun(RunStateMixin):
     def kind(self):
         return self.config.kind
 
-    def description(self):
-        """Settings, schedule and initial velocity as a JSON-serialisable dict."""
+    def description(self, arrays=False):
+        """Settings, schedule and initial velocity as a JSON-serialisable dict (``arrays``: the schedule as
+        its int64 array, for stores)."""
         velocity = None
         if np.any(self.u_dot0) or np.any(self.v_dot0):
             velocity = {"u_dot0": self.u_dot0.tolist(), "v_dot0": self.v_dot0.tolist()}
         return {"family": self.family, "kind": self.kind, "config": self.config._asdict(),
-                "schedule": self.schedule.tolist(), "velocity": velocity}
+                "schedule": self.schedule if arrays else self.schedule.tolist(), "velocity": velocity}
 
     @classmethod
     def rebuild(cls, problem, description, u0, v0):

@@ -291,11 +291,13 @@ def split_description(description):
     return walk(description, ""), arrays
 
 
-def join_description(description, f):
+def join_description(description, f, arrays=False):
+    """The description of :func:`split_description` with its long lists read back (``arrays``: as arrays)."""
     def walk(value):
         if isinstance(value, dict):
             if set(value) == {"$dataset"}:
-                return np.asarray(f[value["$dataset"]][()]).tolist()
+                stored = np.asarray(read_dataset(f[value["$dataset"]]))
+                return stored if arrays else stored.tolist()
             return {k: walk(v) for k, v in value.items()}
         return value
 

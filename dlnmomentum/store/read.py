@@ -108,7 +108,7 @@ def read_plan(path):
             raise StoreError(f"{path} is a sweep store; resume it with dlnmomentum.sweep")
         clean = not live and header.get("writer_state") == "closed"
         try:
-            description = join_description(json.loads(header["config"]), f)
+            description = join_description(json.loads(header["config"]), f, arrays=True)
             problem = read_problem(f["problem"])
             initial = {k: np.asarray(v[()]) for k, v in f["initial"].items() if k in ("u0", "v0")}
             schema = schema_from_file(f)
@@ -192,7 +192,7 @@ class Store:
             if self.attrs.get("kind") == "sweep":
                 raise StoreError(f"{self.path} is a sweep store; open it with dlnmomentum.sweep")
             self._schema = schema_from_file(f)
-            self._config = join_description(json.loads(self.attrs.get("config", "{}")), f)
+            self._config = json.loads(self.attrs.get("config", "{}"))  # joined on use (long lists: datasets)
             self._lengths = {k: f[s.path].shape[0] for k, s in self._schema.items()}
         self.live = live
         self._cache = {}
@@ -219,7 +219,15 @@ class Store:
     @property
     def config(self):
         """The run description (hyperparameters and record schedule) as stored."""
-        return self._config
+        if "config" not in self._cache:
+            with self._file() as f:
+                self._cache["config"] = join_description(self._config, f)
+        return self._cache["config"]
+
+    def _config_arrays(self):
+        """The description with its long lists as arrays (cheap to summarise)."""
+        with self._file() as f:
+            return join_description(self._config, f, arrays=True)
 
     @property
     def versions(self):
@@ -374,8 +382,10 @@ def _size(nbytes):
 
 
 def _short(value):
-    if isinstance(value, list) and len(value) > 8:
+    if isinstance(value, (list, np.ndarray)) and len(value) > 8:
         return f"[{len(value)} values: {value[0]} ... {value[-1]}]"
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
     return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
@@ -426,7 +436,7 @@ def inspect_lines(path, store=None):
     else:
         out.append(f"status      : {state}{note}")
     out.append("config      :")
-    out.extend(_config_lines(s.config))
+    out.extend(_config_lines(s._config_arrays()))
     out.append(f"problem     : {s.problem.summary()}")
     result = None
     if state in ("complete", "interrupted"):
