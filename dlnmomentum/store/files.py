@@ -511,6 +511,35 @@ def open_h5_for_writing(path, wait=WRITE_WAIT, **kwargs):
                                      f"open with an HDF5 file lock (close it there; HDF5: {exc})") from exc
 
 
+def memory_h5(name):
+    """A new HDF5 file built in memory (``libver="latest"``), for :func:`write_h5_image` to put on disk.
+
+    HDF5 then never holds a file it cannot flush: a full disk while a store is created used to leave it
+    so, and the interpreter crashed when HDF5 closed it at exit.
+    """
+    return h5py.File(name, "w", driver="core", backing_store=False, libver="latest")
+
+
+def write_h5_image(f, path):
+    """Write the in-memory file ``f`` to ``path`` (one write, fsync) and close it; returns the size.
+
+    A full disk is a plain ``OSError`` of that write, and ``path`` is removed.
+    """
+    f.flush()
+    image = f.id.get_file_image()
+    f.close()
+    try:
+        with open(path, "wb") as fh:
+            fh.write(image)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    return len(image)
+
+
 def _open_error(path, exc):
     msg = str(exc)
     try:

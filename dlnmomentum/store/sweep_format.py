@@ -20,7 +20,6 @@ How a sweep store survives crashes, full disks and damage
   dataset); the next ``--resume`` recomputes the points it held (sweeps are deterministic: bit for bit).
 """
 
-import contextlib
 import itertools
 import json
 import os
@@ -39,6 +38,7 @@ from .files import (
     WriterLock,
     attr_str,
     fsync_dir,
+    memory_h5,
     open_h5,
     open_h5_for_writing,
     read_dataset,
@@ -46,6 +46,7 @@ from .files import (
     reading,
     retry_busy,
     to_jsonable,
+    write_h5_image,
 )
 
 FORMAT_NAME = "dlnmomentum-sweep"
@@ -91,23 +92,17 @@ class SweepFile:
         at exit), and the temporary file is removed.
         """
         tmp = self.path + ".creating"
-        with h5py.File(tmp, "w", driver="core", backing_store=False, libver="latest") as f:
-            self._layout(f, plan)
-            f.flush()
-            image = f.id.get_file_image()
+        f = memory_h5(tmp)
         try:
-            with open(tmp, "wb") as fh:
-                fh.write(image)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            if isinstance(exc, OSError):
-                raise StoreError(f"cannot create sweep store {self.path} ({len(image)} bytes): {exc}; nothing "
-                                 "was written") from exc
+            self._layout(f, plan)
+        except BaseException:
+            f.close()
             raise
+        try:
+            write_h5_image(f, tmp)
+        except OSError as exc:
+            raise StoreError(f"cannot create sweep store {self.path}: {exc}; nothing was written") from exc
+        os.replace(tmp, self.path)
         fsync_dir(self.path)
 
     def _layout(self, f, plan):

@@ -59,11 +59,13 @@ from .files import (
     attr_str,
     fsync_dir,
     fsync_file,
+    memory_h5,
     open_h5_for_writing,
     side_paths,
     type_name,
     utc_now,
     write_checkpoint_file,
+    write_h5_image,
 )
 from .format import (
     FORMAT_NAME,
@@ -193,11 +195,13 @@ class StoreWriter:
             self.queued_bytes -= nbytes
             future.exception()  # waits; the error itself is kept in self.failed
         if self.failed is not None:
-            raise StoreError(f"writing store {self.path} failed: {self.failed}") from self.failed
+            failed = self.failed
+            message = str(failed) if isinstance(failed, StoreError) else f"writing store {self.path} failed: {failed}"
+            raise StoreError(message) from failed
 
     def _open_job(self, setup):
         if setup is not None:
-            self.final_handles = setup(self.f)
+            self.f, self.final_handles = setup(self.f)
             self.tmp_path = None
         elif "final" in self.f:
             self.final_handles = final_handles(self.f["final"])
@@ -496,20 +500,21 @@ def _create(path, run, lock, checkpoint_every):
     description = run.description(arrays=True)
     initial = _initial_arrays(run)
     tmp = f"{path}.creating{os.getpid()}.tmp"
-    try:
-        f = h5py.File(tmp, "w", libver="latest")
-    except OSError as exc:
-        raise StoreError(f"cannot create store {path}: {exc}") from exc
+    f = memory_h5(tmp)  # the layout is built in memory and written by Python (see memory_h5)
 
-    def setup(f):
+    def setup(memory):
         template = template_result(type(run), run.problem, description, initial)
-        handles = write_layout(f, header, description, run.problem, initial, schema, template)
-        f.flush()
+        write_layout(memory, header, description, run.problem, initial, schema, template)
+        try:
+            write_h5_image(memory, tmp)
+        except OSError as exc:
+            raise StoreError(f"cannot create store {path}: {exc}; nothing was written") from exc
+        f = h5py.File(tmp, "r+", libver="latest")
         test_hook("create:layout")
         f.swmr_mode = True
         os.replace(tmp, path)
         fsync_dir(path)
-        return handles
+        return f, final_handles(f["final"])
 
     try:
         return StoreWriter(path, lock, run, schema, header, checkpoint_every=checkpoint_every, f=f, setup=setup,

@@ -53,36 +53,63 @@ def _namespaces_work():
 needs_tmpfs = pytest.mark.skipif(not _namespaces_work(), reason="cannot mount a tmpfs in a user namespace here")
 
 
+SWEEP = ["sweep", *ARGV, "--store", "{store}", "--log"]
+
+
 def on_small_tmpfs(tmp_path, **spec):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    spec = dict(spec, mnt=str(mnt), out=str(tmp_path / "g.h5"), argv=ARGV)
+    spec = dict(spec, mnt=str(mnt), out=str(tmp_path / "s.h5"))
     out = subprocess.run(["unshare", "-rm", sys.executable, os.path.join(HELPERS, "full_disk.py"), json.dumps(spec)],
                          capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1]), tmp_path / "g.h5"
+    return json.loads(out.stdout.strip().splitlines()[-1]), tmp_path / "s.h5"
+
+
+def assert_clear_error(report):
+    assert report["rc"] == 2, report  # an error, not a crash (139)
+    assert any("No space left on device" in e and "s.h5" in e for e in report["errors"]), report
+    assert not any("Traceback" in e or "Fatal" in e for e in report["errors"]), report
 
 
 @needs_tmpfs
-def test_disk_too_small_for_the_store_then_room_made(tmp_path, fresh):
-    report, path = on_small_tmpfs(tmp_path, size="24k", grow="4m")
-    first = report["first"]
-    assert first["rc"] == 2, first  # an error, not a crash (139)
-    assert any("No space left on device" in e and "g.h5" in e for e in first["errors"]), first
-    assert not any("Traceback" in e or "Fatal" in e for e in first["errors"]), first
-    assert first["files"] == [], first  # no store, no .creating, no stale lock
-    second = report["second"]
-    assert second["rc"] == 0, second
+def test_disk_too_small_for_the_sweep_store_then_room_made(tmp_path, fresh):
+    report, path = on_small_tmpfs(tmp_path, size="24k", grow="4m", first=SWEEP, then=SWEEP)
+    assert_clear_error(report["first"])
+    assert report["first"]["files"] == [], report  # no store, no .creating, no stale lock
+    assert report["then"]["rc"] == 0, report
     assert_same_sweep(path, fresh)
 
 
 @needs_tmpfs
-def test_disk_full_after_the_store_was_created(tmp_path, fresh):
+def test_disk_full_after_the_sweep_store_was_created(tmp_path, fresh):
     """Every chunk of the store is allocated when it is created: the waves need no more space."""
-    report, path = on_small_tmpfs(tmp_path, size="256k", fill_after_wave=2)
+    report, path = on_small_tmpfs(tmp_path, size="256k", fill_after_wave=2, first=SWEEP)
     first = report["first"]
     assert first["filled"] and first["rc"] == 0 and first["waves"] == 8, first
     assert_same_sweep(path, fresh)
+
+
+RUN = ["run", "--gamma", "0.01", "--beta", "0.5", "--steps", "200000", "--record-every", "5", "--no-progress",
+       "--checkpoint-every", "0", "--n", "8", "--d", "13", "--s", "3", "--n-test", "50"]
+
+
+@needs_tmpfs
+@pytest.mark.parametrize("size", ["64k", "1m"], ids=["at-creation", "while-streaming"])
+def test_disk_full_during_a_stored_run_then_resumed_bit_for_bit(tmp_path, size):
+    from store_checks import assert_same_result
+
+    live = dm.mgd(dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=0), 0.01, 0.5, steps=200_000,
+                  record=dm.Record(every=5))
+    then = ["resume", "{store}", "--no-progress"] if size == "1m" else [*RUN, "--store", "{store}"]
+    report, path = on_small_tmpfs(tmp_path, size=size, grow="64m", first=[*RUN, "--store", "{store}"], then=then)
+    assert_clear_error(report["first"])
+    if size == "64k":
+        assert report["first"]["files"] == [], report
+    else:
+        assert "s.h5" in report["first"]["files"] and "s.h5.lock" not in report["first"]["files"], report
+    assert report["then"]["rc"] == 0, report
+    assert_same_result(live, dm.open_store(path).result)
 
 
 @pytest.mark.parametrize("budget", [4_000, 8_300, 16_000])
