@@ -19,7 +19,6 @@ import pytest
 from signal_helpers import sigint_default
 from store_checks import HELPER, ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, run_helper
 
-import dlnmomentum as dm
 from dlnmomentum import store as S
 from dlnmomentum.driver import deferred_signals, signals_held
 
@@ -127,7 +126,7 @@ def test_double_ctrl_c_from_outside_never_crashes_the_store(tmp_path):
         check_resumed(path, reference)
 
 
-def test_sigint_inherited_as_ignored_does_not_stop_a_run_but_sigterm_does(tmp_path):
+def test_sigint_inherited_as_ignored_does_not_stop_a_run_but_sigterm_does(tmp_path, reference):
     path = tmp_path / "r.h5"
     env = dict(os.environ, PYTHONPATH=ROOT)
     spec = dict(SPEC, path=str(path), action="run", sigint_ignored=True)
@@ -148,4 +147,4 @@ def test_sigint_inherited_as_ignored_does_not_stop_a_run_but_sigterm_does(tmp_pa
     status = stdout.split("STATUS ", 1)[1].split()
     assert status[0] == "interrupted" and int(status[1]) >= 12 * SPEC["chunk_steps"], stdout
     assert S.open_store(path).state == "interrupted"
-    assert dm.resume(path).status_name == "max_steps"
+    check_resumed(path, reference)

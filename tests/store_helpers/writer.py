@@ -42,8 +42,9 @@ def main():
     kills = [kills] if isinstance(kills, dict) else kills
     if spec.get("idle_thread"):
         threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
-    if spec.get("sigint_ignored"):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # as started from a terminal (Ctrl-C delivered), also when the test suite runs with SIGINT ignored, whose
+    # children inherit that; or, asked for, as a background job
+    signal.signal(signal.SIGINT, signal.SIG_IGN if spec.get("sigint_ignored") else signal.default_int_handler)
     pause = spec.get("pause_at_chunk")
     slow = spec.get("slow", 0.0)
 
