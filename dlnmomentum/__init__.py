@@ -25,7 +25,7 @@ from .runs.mgd import MGDConfig, MGDResult, batch_indices
 from .runs.network import NetworkConfig, NetworkResult
 from .runs.quadratic import heavy_ball_quadratic
 from .status import CONVERGED, DIVERGED, INTERRUPTED, MAX_STEPS, RUNNING, STATUS_MESSAGES, Status
-from .store import StoreError, open_store, resume
+from .store import StoreBusyError, StoreCorruptError, StoreError, open_store, resume
 from .sweeps.execute import open_sweep
 from .sweeps.grid import parse_grid
 from .sweeps.networks import open_networks_sweep, resume_networks_sweep
@@ -38,7 +38,7 @@ __all__ = [
     "MGDConfig", "MGDResult", "Problem", "Record", "Trajectory",
     "batch_indices", "heavy_ball_quadratic", "mgd", "sparse_regression",
     "FlowConfig", "FlowResult", "gf", "mgd_time", "mgf", "mgf_from_mgd",
-    "StoreError", "open_store", "resume",
+    "StoreBusyError", "StoreCorruptError", "StoreError", "open_store", "resume",
     "Sweep", "open_sweep", "parse_grid", "resume_sweep", "sweep",
     "theory",
     "NetworkConfig", "NetworkProblem", "NetworkResult", "deep_linear", "teacher_student",

@@ -37,15 +37,27 @@ class RunStateMixin:
             target[...] = src
 
 
+#: The signals a run turns into a stop request (SIGINT: Ctrl-C; SIGTERM: a job manager or ``kill``).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _in_main_thread():
+    return threading.current_thread() is threading.main_thread()
+
+
 @contextlib.contextmanager
-def deferred_signals(signums=(signal.SIGINT, signal.SIGTERM)):
+def deferred_signals(signums=STOP_SIGNALS):
     """Turn the given signals into a flag checked between chunks.
 
-    Only the main thread can install handlers; elsewhere the flag never sets
-    and signals behave as usual.
+    A signal the process inherited as ignored (``SIG_IGN``: a background job of a shell, ``nohup``,
+    ``trap '' INT``) stays ignored: whoever started the process asked not to be stopped by it. A
+    second SIGINT means "now": it raises ``KeyboardInterrupt`` at once, except inside
+    :func:`signals_held` (a write that must not be torn), where it waits for the end of the block.
+    Only the main thread can install handlers; elsewhere the flag never sets and signals behave as
+    usual.
     """
     flag = {"signum": None}
-    if threading.current_thread() is not threading.main_thread():
+    if not _in_main_thread():
         yield flag
         return
     previous = {}
@@ -57,12 +69,57 @@ def deferred_signals(signums=(signal.SIGINT, signal.SIGTERM)):
         flag["signum"] = signum
 
     for s in signums:
+        if signal.getsignal(s) is signal.SIG_IGN:
+            continue
         previous[s] = signal.signal(s, handler)
     try:
         yield flag
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+
+
+def _deliver(signum, handler):
+    """Give a signal noted by :func:`signals_held` to the handler that was there before."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler is not signal.SIG_IGN:  # SIG_DFL, or a handler not installed from Python
+        signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def signals_held(signums=STOP_SIGNALS):
+    """Hold SIGINT/SIGTERM back until the block ends, around work that must not be torn.
+
+    Python runs signal handlers in the main thread whichever thread the OS delivers a signal to
+    (numba's worker threads, a store's writer thread), so blocking the signals in the main thread
+    alone does not keep a ``KeyboardInterrupt`` out of the block: the handlers are replaced by one
+    that notes the signal, and the noted signals go to the previous handlers, in order, when the
+    block ends. The signals are also blocked in the main thread, so that C code in the block (HDF5
+    writes) sees no interrupted system calls. Elsewhere than in the main thread nothing is needed:
+    handlers never run there.
+    """
+    if not _in_main_thread():
+        yield
+        return
+    noted = []
+    previous = {}
+    for s in signums:
+        handler = signal.getsignal(s)
+        if handler is signal.SIG_IGN:
+            continue
+        previous[s] = handler
+        signal.signal(s, lambda signum, frame: noted.append(signum))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(signums)) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        yield
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # pending ones reach the noting handler here
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for s in noted:
+            _deliver(s, previous[s])
 
 
 def _progress_bar(progress, total, initial, desc):
@@ -98,43 +155,54 @@ def drive(run, *, progress=False, desc="run", sink=None, collect=True):
     blocks = []
     bar = _progress_bar(progress, run.total, run.done, desc)
     status = st.RUNNING
+    # With a sink, a chunk and its recording are one step that a signal cannot cut in two (the sink
+    # would miss rows the run has recorded); signals noted meanwhile take effect between chunks.
+    atomic = signals_held if sink is not None else contextlib.nullcontext
     with deferred_signals() as flag:
         try:
-            while True:
-                remaining = run.total - run.done
-                n = min(remaining, run.chunk_steps)
-                start = int(run.cursor[0])
-                end = int(np.searchsorted(run.schedule, run.done + n, side="right"))
-                block = run.new_block(max(end - start, 0))
-                before = run.done
-                code = run.advance(n, block, start)
-                rows = int(run.cursor[0]) - start
-                if rows:
-                    if collect:
-                        blocks.append((block, rows))
-                    if sink is not None:
-                        sink.append(block, rows)
-                if bar is not None:
-                    bar.update(run.done - before)
-                if code != st.RUNNING:  # the kernel stopped the run: converged or diverged
-                    status = st.Status(code)
-                elif run.done >= run.total:
-                    status = st.MAX_STEPS
-                elif flag["signum"] is not None:
-                    status = st.INTERRUPTED
-                if sink is not None:
-                    sink.chunk_done(run, status)
-                if status != st.RUNNING:
-                    break
+            while status == st.RUNNING:
+                with atomic():
+                    status = _one_chunk(run, flag, bar, sink, blocks if collect else None)
         except KeyboardInterrupt:
-            status = st.INTERRUPTED
+            if status == st.RUNNING:
+                status = st.INTERRUPTED
         finally:
-            if bar is not None:
-                bar.close()
-            if sink is not None:
-                sink.close(run, status)
+            with atomic():
+                if bar is not None:
+                    bar.close()
+                if sink is not None:
+                    sink.close(run, status)
     run.interrupt_signal = flag["signum"]
     return status, blocks
+
+
+def _one_chunk(run, flag, bar, sink, blocks):
+    """Advance ``run`` by one chunk, hand its rows to ``sink``/``blocks``; the status after it."""
+    remaining = run.total - run.done
+    n = min(remaining, run.chunk_steps)
+    start = int(run.cursor[0])
+    end = int(run.schedule.searchsorted(run.done + n, side="right"))
+    block = run.new_block(max(end - start, 0))
+    before = run.done
+    code = run.advance(n, block, start)
+    rows = int(run.cursor[0]) - start
+    if rows:
+        if blocks is not None:
+            blocks.append((block, rows))
+        if sink is not None:
+            sink.append(block, rows)
+    if bar is not None:
+        bar.update(run.done - before)
+    status = st.RUNNING
+    if code != st.RUNNING:  # the kernel stopped the run: converged or diverged
+        status = st.Status(code)
+    elif run.done >= run.total:
+        status = st.MAX_STEPS
+    elif flag["signum"] is not None:
+        status = st.INTERRUPTED
+    if sink is not None:
+        sink.chunk_done(run, status)
+    return status
 
 
 def chunk_steps_for(cost_per_step, target_flops=5e7, largest=1 << 16):

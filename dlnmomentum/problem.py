@@ -1,6 +1,7 @@
 """Regression problems: the paper's sparse teacher and user data."""
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -67,6 +68,9 @@ class Problem:
         object.__setattr__(self, "X_test", _frozen(X_test))
         object.__setattr__(self, "y_test", _frozen(y_test))
         object.__setattr__(self, "theta_star", theta_star)
+        if not isinstance(self.params, Mapping) or not all(isinstance(k, str) for k in self.params):
+            raise TypeError(f"params must be a dict with str keys (generator parameters, stored as JSON), got "
+                            f"{type(self.params).__name__}")
         object.__setattr__(self, "params", dict(self.params))
         if d <= n:
             warnings.warn(f"d = {d} <= n = {n}: the network is not overparametrised; the paper's "

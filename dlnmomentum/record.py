@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .validate import as_float, as_int
+from .validate import MAX_STEPS, as_float, as_int
 
 #: Names of the recorded fields, in the order of the kernels' buffers.
 VECTOR_FIELDS = ("theta", "w_plus", "w_minus", "delta")
@@ -47,36 +47,35 @@ class Record:
         if self.log is not None:
             object.__setattr__(self, "log", as_int("log", self.log, low=1))
         if self.steps is not None:
-            steps = np.asarray(self.steps)
-            if steps.ndim != 1 or (steps.size and not np.issubdtype(steps.dtype, np.integer)):
-                raise TypeError("steps must be a 1-d sequence of integers")
-            if steps.size and steps.min() < 0:
-                raise ValueError("steps must be integers >= 0")
-            object.__setattr__(self, "steps", tuple(int(s) for s in steps))
+            object.__setattr__(self, "steps", _step_numbers(self.steps))
         if self.times is not None:
-            times = np.asarray(self.times, dtype=float)
-            if times.ndim != 1 or not np.all(np.isfinite(times)) or (times.size and times.min() < 0):
-                raise ValueError("times must be a 1-d sequence of finite values >= 0")
-            object.__setattr__(self, "times", tuple(float(t) for t in times))
+            object.__setattr__(self, "times", _times(self.times))
 
     def step_schedule(self, n_steps, h=None):
         """Sorted unique int64 step numbers in ``[0, n_steps]``.
 
         ``h`` is the integration step of a flow: ``every`` and ``times`` are then
-        in time units.
+        in time units. Built without hashing or Python objects: 8 bytes per recorded row (a recorded
+        row itself holds at least 4·d doubles), also for tens of millions of rows.
         """
         n_steps = int(n_steps)
         if self.every is not None:
             stride = float(self.every) / h if h is not None else float(self.every)
             if h is None and not float(self.every).is_integer():
                 raise ValueError(f"every must be a whole number of steps for a discrete run, got {self.every}")
-            stride = max(1, int(round(stride)))
-            out = np.arange(0, n_steps + 1, stride, dtype=np.int64)
-        elif self.log is not None:
+            # a stride beyond the budget records the two ends (and never overflows int64)
+            stride = n_steps + 1 if stride > n_steps else max(1, int(round(stride)))
+            # 0, stride, ... (integer products: np.arange's float length is wrong near 2**62), then the end
+            off_grid = n_steps % stride != 0
+            out = np.arange(n_steps // stride + 1 + off_grid, dtype=np.int64)  # one array: 8 bytes per row
+            out *= stride  # (in place; the last entry may wrap around when off the grid ...)
+            out[-1] = n_steps if off_grid else out[-1]  # (... and is the end)
+            return out
+        if self.log is not None:
             if n_steps < 1:
                 out = np.zeros(0, dtype=np.int64)
             else:
-                out = np.unique(np.round(np.geomspace(1, n_steps, self.log)).astype(np.int64))
+                out = np.round(np.geomspace(1, n_steps, self.log)).astype(np.int64)
         elif self.steps is not None:
             out = np.asarray(self.steps, dtype=np.int64)
         else:
@@ -84,4 +83,51 @@ class Record:
                 raise ValueError("times= is for flows; use steps= for discrete runs")
             out = np.round(np.asarray(self.times) / h).astype(np.int64)
         out = out[(out >= 0) & (out <= n_steps)]
-        return np.unique(np.concatenate([[0], out, [n_steps]]).astype(np.int64))
+        return _sorted_unique(np.concatenate([[0], out, [n_steps]]).astype(np.int64))
+
+def _step_numbers(value):
+    """``steps=``: a 1-d sequence of integers in [0, MAX_STEPS], as a tuple of ints."""
+    rng = f"[0, {MAX_STEPS}] (2**62)"
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"steps must be a 1-d sequence of integers in {rng}, got {type(value).__name__}")
+    steps = np.asarray(value)
+    if steps.ndim != 1 or (steps.size and steps.dtype.kind not in "iuO"):
+        raise TypeError(f"steps must be a 1-d sequence of integers in {rng}, got {steps.dtype} of shape "
+                        f"{steps.shape}")
+    out = []
+    for i, step in enumerate(steps.tolist()):  # Python ints: no wrap-around of uint64 or huge values
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise TypeError(f"steps must be a 1-d sequence of integers in {rng}, got {step!r} at index {i}")
+        if not 0 <= step <= MAX_STEPS:
+            raise ValueError(f"steps must be integers in {rng}, got {step} at index {i}")
+        out.append(step)
+    return tuple(out)
+
+
+def _times(value):
+    """``times=``: a 1-d sequence of finite times >= 0, as a tuple of floats."""
+    what = "times must be a 1-d sequence of finite real numbers in [0, inf)"
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{what}, got {type(value).__name__}")
+    try:
+        raw = np.asarray(value)
+        if raw.dtype.kind not in "iuf":
+            raise TypeError
+        times = raw.astype(float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what}, got {value!r:.80}") from None
+    if times.ndim != 1:
+        raise ValueError(f"{what}, got shape {times.shape}")
+    bad = ~(np.isfinite(times) & (times >= 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{what}, got {float(times[i])!r} at index {i}")
+    return tuple(float(t) for t in times)
+
+
+def _sorted_unique(steps):
+    """``np.unique`` of an int64 array by sorting (numpy's hash-based unique is slow for long arrays)."""
+    steps = np.sort(steps)
+    keep = np.ones(steps.shape, dtype=bool)
+    keep[1:] = steps[1:] != steps[:-1]
+    return steps[keep]

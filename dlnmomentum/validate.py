@@ -5,6 +5,10 @@ import numbers
 
 import numpy as np
 
+#: The largest number of steps (and step number) a run accepts: the kernels count steps, record
+#: schedules and rows in int64; 2**62 leaves room for a chunk added to any count.
+MAX_STEPS = 2**62
+
 
 def _range_text(low, high, low_open, high_open):
     """The allowed range as an interval, e.g. ``(0, inf)`` or ``[0, 1)``; an absent end is open and infinite."""
@@ -17,10 +21,13 @@ def as_float(name, value, *, low=None, high=None, low_open=False, high_open=Fals
     """A finite real scalar within [low, high] (ends open when asked)."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
     rng = _range_text(low, high, low_open, high_open)
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number in {rng}, got {type(value).__name__}")
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond float64
+        raise ValueError(f"{name} must be finite and in {rng}, got {value!r}") from None
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite and in {rng}, got {value!r}")
     if low is not None and (v < low or (low_open and v == low)):
@@ -34,15 +41,15 @@ def as_int(name, value, *, low=None, high=None, allow_none=False):
     """An integer within [low, high]; floats are accepted only when integral (1e6)."""
     if value is None and allow_none:
         return None
+    rng = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]".replace("inf]", "inf)")
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got bool")
+        raise TypeError(f"{name} must be an integer in {rng}, got bool")
     if isinstance(value, (numbers.Integral, np.integer)):
         v = int(value)
     elif isinstance(value, (numbers.Real, np.floating)) and math.isfinite(value) and float(value).is_integer():
         v = int(value)
     else:
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    rng = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]".replace("inf]", "inf)")
+        raise TypeError(f"{name} must be an integer in {rng}, got {value!r}")
     if (low is not None and v < low) or (high is not None and v > high):
         raise ValueError(f"{name} must be an integer in {rng}, got {value!r}")
     return v

@@ -1,10 +1,7 @@
 """``dlnm`` exit codes: one table for every command, documented in ``dlnm --help``."""
 
-import os
-import signal
-import threading
-
 import pytest
+from signal_helpers import sigint_once_handled
 
 from dlnmomentum.cli import main
 from dlnmomentum.cli.common import EXIT_DIVERGED, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
@@ -36,25 +33,9 @@ def test_finished_diverged_and_bad_input():
 def test_an_interrupted_command_exits_130(argv, tmp_path):
     """Run, flow and sweep agree: SIGINT stops between chunks and the command exits 130.
 
-    The signal is sent once the command's own handler is installed, so the test also holds when
-    the suite runs with SIGINT ignored (``nohup``).
+    The signal is sent once the command's own handler is installed (over Python's default one, which
+    the test installs, so that it also holds when the suite runs with SIGINT ignored: ``nohup``).
     """
-    previous = signal.getsignal(signal.SIGINT)
-    done = threading.Event()
-
-    def interrupt_when_handled():
-        while not done.is_set():
-            if signal.getsignal(signal.SIGINT) is not previous:
-                os.kill(os.getpid(), signal.SIGINT)
-                return
-            done.wait(0.01)
-
-    thread = threading.Thread(target=interrupt_when_handled, daemon=True)
-    thread.start()
-    try:
+    with sigint_once_handled() as sent:
         code = main([*argv, *SMALL, "--store", str(tmp_path / "s.h5")])
-    finally:
-        done.set()
-        thread.join()
-        signal.signal(signal.SIGINT, previous)
-    assert code == EXIT_INTERRUPTED
+    assert sent["sent"] and code == EXIT_INTERRUPTED

@@ -6,18 +6,27 @@ themselves at a chosen point of the store's life (hooks in ``dlnmomentum.store.w
 from here; damaged files are opened in a subprocess with a timeout, so a hang fails the test.
 """
 
-import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import h5py
 import numpy as np
 import pytest
+from signal_helpers import sigint_default, sigint_once_handled
+from store_checks import (
+    HELPER,
+    ROOT,
+    SPEC,
+    TIMEOUT,
+    assert_same_result,
+    assert_same_rows,
+    open_in_subprocess,
+    run_helper,
+)
 
 import dlnmomentum as dm
 from dlnmomentum import store as S
@@ -26,83 +35,6 @@ from dlnmomentum.runs.mgd import prepare_mgd
 from dlnmomentum.store import writer as store_writer
 from dlnmomentum.store.files import clear_status_flags, lookup3, read_checkpoint_file, superblock_flags
 from dlnmomentum.store.format import MAX_CHUNK_BYTES, MIN_CHUNK_BYTES, chunk_shape
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-HELPER = os.path.join(HERE, "store_helpers", "writer.py")
-ROOT = os.path.dirname(HERE)
-TIMEOUT = 120
-
-#: The run the crash tests kill and resume: 40 chunks, ~250 recorded rows, a checkpoint after every
-#: chunk (the writer skips a checkpoint while the previous one is still being written: ``slow`` pauses
-#: 10 ms after each chunk so that the kill points below are reached).
-SPEC = {"gamma": 0.05, "beta": 0.8, "steps": 200_000, "record": {"log": 300}, "chunk_steps": 5000,
-        "checkpoint_every": 0.0, "slow": 0.01}
-
-
-# -- helpers ------------------------------------------------------------------------------------
-
-def run_helper(spec, timeout=TIMEOUT):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, HELPER, json.dumps(spec)], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=ROOT)
-
-
-def open_in_subprocess(path, timeout=60):
-    """Open the store in a fresh process (a hang fails the test through the timeout)."""
-    code = ("import sys, json, dlnmomentum.store as S\n"
-            "try:\n"
-            "    s = S.open_store(sys.argv[1])\n"
-            "    print(json.dumps({'ok': True, 'state': s.state, 'rows': s.rows, 'status': s.status_name}))\n"
-            "except Exception as e:\n"
-            "    print(json.dumps({'ok': False, 'type': type(e).__name__, 'message': str(e),\n"
-            "                      'oserror': isinstance(e, OSError)}))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
-                         timeout=timeout, cwd=ROOT)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def assert_same_result(a, b):
-    """Every field of two results equal, bit for bit (NaN == NaN), same types and dtypes."""
-    assert type(a) is type(b)
-    for field in dataclasses.fields(a):
-        x, y = getattr(a, field.name), getattr(b, field.name)
-        if field.name == "trajectory":
-            assert (x is None) == (y is None)
-            if x is not None:
-                fx, fy = x.fields(), y.fields()
-                assert fx.keys() == fy.keys()
-                for k in fx:
-                    assert fx[k].dtype == fy[k].dtype and fx[k].shape == fy[k].shape, k
-                    assert np.array_equal(fx[k], fy[k], equal_nan=True), k
-        elif field.name == "problem":
-            for name in ("X", "y", "X_test", "y_test", "theta_star", "hessian", "b"):
-                u, v = getattr(x, name), getattr(y, name)
-                assert (u is None) == (v is None) and (u is None or np.array_equal(u, v)), name
-            assert x.params == y.params
-        elif isinstance(x, np.ndarray):
-            assert isinstance(y, np.ndarray) and x.dtype == y.dtype and x.shape == y.shape, field.name
-            assert x.tobytes() == y.tobytes(), field.name
-        else:
-            assert type(x) is type(y), (field.name, type(x), type(y))
-            assert x == y or (x != x and y != y), (field.name, x, y)
-
-
-def observable_arrays(path):
-    with h5py.File(path, "r") as f:
-        out = {}
-        for key, obj in f["observables"].items():
-            ds = obj if isinstance(obj, h5py.Dataset) else obj["value"]
-            out[key] = ds[()]
-        return out
-
-
-def assert_same_rows(path, ref_path):
-    a, b = observable_arrays(path), observable_arrays(ref_path)
-    assert a.keys() == b.keys()
-    for key in a:
-        assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, key
-        assert a[key].tobytes() == b[key].tobytes(), key
 
 
 def stored_run(problem, path, record=None, chunk_steps=None, checkpoint_every=60.0, **kwargs):
@@ -224,10 +156,9 @@ def test_in_process_sigint_then_resume(small_problem, tmp_path, reference, monke
     run = prepare_mgd(small_problem, SPEC["gamma"], SPEC["beta"], steps=SPEC["steps"],
                       record=dm.Record(**SPEC["record"]))
     run.chunk_steps = 200
-    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    result = S.run_with_store(run, path, checkpoint_every=0.05)
-    timer.join()
+    with sigint_once_handled(delay=0.3) as sent:
+        result = S.run_with_store(run, path, checkpoint_every=0.05)
+    assert sent["sent"]
     monkeypatch.setattr(store_writer, "_TEST_HOOK", None)
     assert result.status_name == "interrupted" and 0 < result.steps_done < SPEC["steps"]
     s = S.open_store(path)
@@ -644,7 +575,8 @@ def test_flow_interrupted_then_resumed(small_problem, tmp_path, monkeypatch):
 
     monkeypatch.setattr(store_writer, "_TEST_HOOK", hook)
     path = tmp_path / "flow.h5"
-    first = S.run_with_store(run, path, checkpoint_every=0.0)
+    with sigint_default():
+        first = S.run_with_store(run, path, checkpoint_every=0.0)
     monkeypatch.setattr(store_writer, "_TEST_HOOK", None)
     assert first.status_name == "interrupted" and 0 < first.steps_done < live.steps_done
     assert_same_result(live, S.resume(path))

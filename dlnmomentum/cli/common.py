@@ -1,13 +1,13 @@
 """What every ``dlnm`` command shares: problem and record options, exit codes, result output."""
 
 import argparse
-import json
+import math
 import sys
 
 from ..problem import sparse_regression
 from ..record import Record
 from ..status import Status
-from ..store.files import to_jsonable
+from ..store.files import json_text, to_jsonable
 
 #: Exit codes of ``dlnm`` (also listed by ``dlnm --help``).
 EXIT_OK = 0           # finished: converged or used its budget; a sweep complete; a command done
@@ -60,14 +60,31 @@ def parse_int(text):
     return int(value)
 
 
+def add_record_arguments(parser, every_type, every_help):
+    """``--record-log N`` or ``--record-every K`` (one of them: argparse refuses both)."""
+    g = parser.add_mutually_exclusive_group()
+    g.add_argument("--record-log", type=int, default=None, help="record ~N log-spaced iterates (N >= 1)")
+    g.add_argument("--record-every", type=every_type, default=None, help=every_help)
+
+
 def record_from_args(args):
-    if getattr(args, "record_log", None):
-        return Record(log=args.record_log)
-    if getattr(args, "record_every", None):
-        return Record(every=args.record_every)
-    return None
+    """The Record of ``--record-log``/``--record-every`` (None without either); 0 or less is an error naming
+    the option, never "record nothing"."""
+    log, every = getattr(args, "record_log", None), getattr(args, "record_every", None)
+    if log is not None and every is not None:
+        raise ValueError("give at most one of --record-log and --record-every")
+    option, kwargs = ("--record-log", {"log": log}) if log is not None else ("--record-every", {"every": every})
+    if log is None and every is None:
+        return None
+    try:
+        return Record(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{option}: {exc}") from None
 
 
+def print_json(value):
+    """``value`` as one line of standard JSON on stdout (no NaN/Infinity tokens: :func:`finite_json`)."""
+    print(json_text(value))
 
 
 def print_result(result, args, problem=None):
@@ -76,10 +93,19 @@ def print_result(result, args, problem=None):
         out = to_jsonable(result.to_dict())
         out["status_name"] = result.status_name
         out["message"] = result.message
-        json.dump(out, sys.stdout)
-        sys.stdout.write("\n")
+        # non-finite values (a diverged run) become null: name the fields that held them
+        out["non_finite"] = sorted(k for k, v in out.items() if _non_finite(v))
+        print_json(out)
     else:
         if problem is not None:
             print(problem.summary())
         print(result.summary())
     return exit_code(result.status)
+
+
+def _non_finite(value):
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, (list, dict)):
+        return any(_non_finite(v) for v in (value.values() if isinstance(value, dict) else value))
+    return False

@@ -1,7 +1,14 @@
 """``dlnm flow``: one MGF(λ) or gradient-flow run."""
 
 from ..api import gf, mgf
-from .common import add_problem_arguments, print_result, problem_from_args, progress_wanted, record_from_args
+from .common import (
+    add_problem_arguments,
+    add_record_arguments,
+    print_result,
+    problem_from_args,
+    progress_wanted,
+    record_from_args,
+)
 
 
 def _cmd_flow(args):
@@ -10,13 +17,15 @@ def _cmd_flow(args):
     if args.gf:
         result = gf(problem, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
                     record=record_from_args(args), progress=progress_wanted(args),
-                    refine_start=refine, store=args.store, overwrite=args.overwrite)
+                    refine_start=refine, store=args.store, overwrite=args.overwrite,
+                    checkpoint_every=args.checkpoint_every)
     else:
         if args.lam is None:
             raise ValueError("lam is required for MGF (give --lam LAMBDA, or --gf for gradient flow)")
         result = mgf(problem, args.lam, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
                      record=record_from_args(args), progress=progress_wanted(args),
-                     refine_start=refine, store=args.store, overwrite=args.overwrite)
+                     refine_start=refine, store=args.store, overwrite=args.overwrite,
+                    checkpoint_every=args.checkpoint_every)
     return print_result(result, args, problem)
 
 
@@ -34,10 +43,11 @@ def register(subparsers):
     p.add_argument("--alpha", type=float, default=0.01, help="initialisation scale (u0 = alpha, v0 = 0)")
     p.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol")
     p.add_argument("--no-refine-start", action="store_true", help="no refined steps at the start")
-    p.add_argument("--record-log", type=int, default=None, help="record ~N log-spaced grid points")
-    p.add_argument("--record-every", type=float, default=None, help="record every T time units")
+    add_record_arguments(p, float, "record every T time units (T > 0)")
     p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store file")
+    p.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints of a --store "
+                   "run (default 60)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_problem_arguments(p)

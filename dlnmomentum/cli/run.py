@@ -1,7 +1,15 @@
 """``dlnm run``: one heavy-ball MGD / SMGD run."""
 
 from ..api import mgd
-from .common import add_problem_arguments, parse_int, print_result, problem_from_args, progress_wanted, record_from_args
+from .common import (
+    add_problem_arguments,
+    add_record_arguments,
+    parse_int,
+    print_result,
+    problem_from_args,
+    progress_wanted,
+    record_from_args,
+)
 
 
 def _cmd_run(args):
@@ -29,8 +37,7 @@ def register(subparsers):
     run.add_argument("--replace", action="store_true", help="sample batches with replacement")
     run.add_argument("--seed", type=int, default=0, help="seed of the batch sampling")
     run.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol")
-    run.add_argument("--record-log", type=int, default=None, help="record ~N log-spaced iterates")
-    run.add_argument("--record-every", type=int, default=None, help="record every K steps")
+    add_record_arguments(run, parse_int, "record every K steps (K >= 1)")
     run.add_argument("--store", default=None, help="stream the run to this HDF5 file")
     run.add_argument("--overwrite", action="store_true", help="replace an existing --store file")
     run.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints")

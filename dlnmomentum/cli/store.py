@@ -1,24 +1,45 @@
 """``dlnm inspect`` and ``dlnm resume``: what a store holds, and continuing a stored run."""
 
-import json
+import os
+import sys
 
 from ..store import StoreError, resume
-from ..store.files import to_jsonable
-from ..store.read import file_kind, inspect_json, inspect_lines
+from ..store.read import DAMAGED, file_kind, inspect_json, inspect_lines
+from ..store.sweep_format import FORMAT_NAME as SWEEP_FORMAT
+from ..store.sweep_format import FORMAT_VERSION as SWEEP_VERSION
 from ..sweeps.execute import inspect_lines as sweep_inspect_lines
-from .common import EXIT_OK, print_result, progress_wanted
+from ..sweeps.execute import open_sweep
+from ..sweeps.result import summary_dict
+from .common import EXIT_ERROR, EXIT_OK, print_json, print_result, progress_wanted
+
+
+def _sweep_json(path):
+    out = summary_dict(open_sweep(path))
+    out.update(file_size=os.path.getsize(path), format=SWEEP_FORMAT, format_version=SWEEP_VERSION)
+    return out
 
 
 def _cmd_inspect(args):
     if file_kind(args.path) == "sweep":
-        for line in sweep_inspect_lines(args.path):
-            print(line)
+        if args.json:
+            print_json(_sweep_json(args.path))
+        else:
+            for line in sweep_inspect_lines(args.path):
+                print(line)
         return EXIT_OK
     if args.json:
-        print(json.dumps(to_jsonable(inspect_json(args.path))))
+        out = inspect_json(args.path)
+        print_json(out)
+        damaged = "damaged" in out
     else:
-        for line in inspect_lines(args.path):
+        lines = inspect_lines(args.path)
+        for line in lines:
             print(line)
+        damaged = any(line.startswith(DAMAGED) for line in lines)
+    if damaged:  # everything readable was shown; the file itself is not usable as it is
+        print(f"dlnm: error: {args.path} is damaged; `dlnm resume {args.path}` computes the run again",
+              file=sys.stderr)
+        return EXIT_ERROR
     return EXIT_OK
 
 

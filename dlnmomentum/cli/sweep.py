@@ -1,6 +1,6 @@
 """``dlnm sweep``: a (β, γ) grid of MGD/SMGD runs or a λ line of flows, optionally stored and resumed."""
 
-import json
+import argparse
 import os
 import sys
 
@@ -9,7 +9,15 @@ import numba
 from ..api import resume_sweep, sweep
 from ..sweeps.grid import parse_grid
 from ..validate import as_int
-from .common import EXIT_INTERRUPTED, EXIT_OK, add_problem_arguments, parse_int, problem_from_args, progress_wanted
+from .common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_problem_arguments,
+    parse_int,
+    print_json,
+    problem_from_args,
+    progress_wanted,
+)
 
 
 def _cmd_sweep(args):
@@ -40,7 +48,7 @@ def _cmd_sweep(args):
     if args.json:
         out = {"complete": result.complete, "interrupted": bool(getattr(result, "interrupted", False)),
                "done": int(result.done.sum()), "points": int(result.done.size), "store": result.path}
-        print(json.dumps(out))
+        print_json(out)
     else:
         print(result.summary())
     if getattr(result, "interrupted", False):
@@ -49,6 +57,18 @@ def _cmd_sweep(args):
               file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _grid(option):
+    """The argparse type of a grid option: parse_grid's message (naming the option), not "invalid value"."""
+    def parse(text):
+        try:
+            return parse_grid(text, option)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = option
+    return parse
 
 
 def register(subparsers):
@@ -60,11 +80,9 @@ def register(subparsers):
                     "Grids: 'start:stop:num' (linear), 'start:stop:num:log' (geometric) or 'a,b,c'. "
                     "Example: dlnm sweep --gammas 1e-3:1e-1:20:log --betas 0:0.95:20 --steps 1e6 --reps 5 "
                     "--store f.h5")
-    p.add_argument("--gammas", type=lambda t: parse_grid(t, "--gammas"), default=None,
-                   help="step sizes gamma")
-    p.add_argument("--betas", type=lambda t: parse_grid(t, "--betas"), default=None,
-                   help="momenta beta in [0, 1)")
-    p.add_argument("--lams", type=lambda t: parse_grid(t, "--lams"), default=None,
+    p.add_argument("--gammas", type=_grid("--gammas"), default=None, help="step sizes gamma")
+    p.add_argument("--betas", type=_grid("--betas"), default=None, help="momenta beta in [0, 1)")
+    p.add_argument("--lams", type=_grid("--lams"), default=None,
                    help="lambda values of a flow sweep (0 = gradient flow)")
     p.add_argument("--steps", type=parse_int, default=None, help="updates per discrete run, e.g. 1e6")
     p.add_argument("--t-max", type=float, default=None, help="end time of a flow sweep")

@@ -1,12 +1,9 @@
 """``dlnm theory``: the paper's parameter maps and bounds."""
 
-import json
-
 import numpy as np
 
 from .. import theory
-from ..store.files import to_jsonable
-from .common import add_problem_arguments, problem_from_args
+from .common import add_problem_arguments, print_json, problem_from_args
 
 
 def _cmd_theory(args):
@@ -27,7 +24,7 @@ def _cmd_theory(args):
         out = {"small_lambda_bound": theory.small_lambda_bound(problem.X, problem.y, delta0),
                "alpha": args.alpha, "n": problem.n, "d": problem.d}
     if args.json:
-        print(json.dumps(to_jsonable(out)))
+        print_json(out)
     else:
         width = max(len(k) for k in out)
         for key, value in out.items():

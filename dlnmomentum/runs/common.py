@@ -52,20 +52,35 @@ def gradient_cost(mode, n, d, batch_size=None):
     return 2 * (batch_size or 1) * d
 
 
+#: Initial weights are at most this in magnitude: the kernels square them (w², θ = u·v, Δ = |u² - v²|), and
+#: squares of up to 4e300 stay finite. The default initialisation ``u0 = α`` also needs α² (the
+#: balancedness Δ0) to be a normal float64, hence α >= 1/WEIGHT_LIMIT.
+WEIGHT_LIMIT = 1e150
+
+
 def initial_weights(d, alpha, u0, v0):
     """(u0, v0) as validated float arrays; default ``u0 = α·1``, ``v0 = 0``."""
     if u0 is None:
-        alpha = as_float("alpha", alpha, low=0.0, low_open=True)
+        alpha = as_float("alpha", alpha, low=1.0 / WEIGHT_LIMIT, high=WEIGHT_LIMIT)
         u0 = np.full(d, alpha)
     else:
-        u0 = as_array("u0", u0, ndim=1, shape=(d,))
-    v0 = np.zeros(d) if v0 is None else as_array("v0", v0, ndim=1, shape=(d,))
+        u0 = _weights("u0", u0, d)
+    v0 = np.zeros(d) if v0 is None else _weights("v0", v0, d)
     delta0 = np.abs(u0 * u0 - v0 * v0)
     if not np.all(delta0 > 0):
         bad = np.flatnonzero(~(delta0 > 0))[:5].tolist()
         raise ValueError(f"u0 and v0 must satisfy |u0_i| != |v0_i| for every i (balancedness "
                          f"Delta0 = |u0^2 - v0^2| must be > 0), violated at coordinates {bad}")
     return u0, v0
+
+
+def _weights(name, value, d):
+    w = as_array(name, value, ndim=1, shape=(d,))
+    if np.any(np.abs(w) > WEIGHT_LIMIT):
+        i = int(np.flatnonzero(np.abs(w) > WEIGHT_LIMIT)[0])
+        raise ValueError(f"{name} must have entries in [-{WEIGHT_LIMIT:g}, {WEIGHT_LIMIT:g}] (their squares must "
+                         f"stay finite), got {float(w[i])!r} at coordinate {i}")
+    return w
 
 
 def auto_progress(progress, work):

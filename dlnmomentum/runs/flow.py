@@ -55,16 +55,19 @@ from ..driver import RunStateMixin, chunk_steps_for
 from ..kernels import flow as K
 from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
 from ..status import DIVERGED, Status
-from ..validate import as_array, as_float, as_int
+from ..validate import MAX_STEPS, as_array, as_float, as_int
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
 from .stepping import (
     DEFAULT_MAX_CROSSINGS,
+    LAM_MAX,
+    check_grid,
     default_step,
     max_stable_step,
     start_refinement,
     stiffness_at,
     stiffness_estimate,
     uniform_grid,
+    warn_large_grid,
 )
 
 
@@ -277,13 +280,14 @@ class FlowRun(RunStateMixin):
     def kind(self):
         return self.config.kind
 
-    def description(self):
-        """Settings, schedule and initial velocity as a JSON-serialisable dict."""
+    def description(self, arrays=False):
+        """Settings, schedule and initial velocity as a JSON-serialisable dict (``arrays``: the schedule as
+        its int64 array, for stores)."""
         velocity = None
         if np.any(self.u_dot0) or np.any(self.v_dot0):
             velocity = {"u_dot0": self.u_dot0.tolist(), "v_dot0": self.v_dot0.tolist()}
         return {"family": self.family, "kind": self.kind, "config": self.config._asdict(),
-                "schedule": self.schedule.tolist(), "velocity": velocity}
+                "schedule": self.schedule if arrays else self.schedule.tolist(), "velocity": velocity}
 
     @classmethod
     def rebuild(cls, problem, description, u0, v0):
@@ -427,13 +431,19 @@ def _initial_velocity(d, u_dot0, v_dot0):
 def make_config(problem, lam, t_max, h, u0, v0, tol=None, gradient="auto", refine_start="auto",
                 max_crossings=DEFAULT_MAX_CROSSINGS):
     """Validate the settings of a flow into a :class:`FlowConfig` (λ = 0: gradient flow)."""
-    lam = as_float("lam", lam, low=0.0)
+    lam = as_float("lam", lam, low=0.0, high=LAM_MAX)
     t_max = as_float("t_max", t_max, low=0.0, low_open=True)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     check_gradient_form(gradient)
     max_crossings = as_int("max_crossings", max_crossings, low=0, high=10**8)
-    kappa = stiffness_estimate(problem, u0, v0)
+    with np.errstate(over="ignore", invalid="ignore"):  # huge data: reported just below
+        finite = np.all(np.isfinite(problem.hessian)) and np.all(np.isfinite(problem.b))
+        kappa = stiffness_estimate(problem, u0, v0) if finite else math.inf
+    if not math.isfinite(kappa):
+        raise ValueError(f"X must be scaled so that XᵀX/n, Xᵀy/n and the stiffness estimate of this problem are "
+                         f"finite (got kappa = {kappa!r}): rescale X and y")
     h_max = max_stable_step(lam, kappa)
+    user_h = h is not None
     if h is None:
         h = min(default_step(lam, kappa), t_max)
     else:
@@ -444,8 +454,11 @@ def make_config(problem, lam, t_max, h, u0, v0, tol=None, gradient="auto", refin
                              f"outside the RK4 stability region (stiffness estimate kappa = {kappa:.4g}; "
                              "fast mode -1/lambda, oscillatory modes sqrt(kappa/lambda)); see "
                              "dlnmomentum.flow.max_stable_step")
+    check_grid(t_max, h, lam, kappa, h_max, user_h)
     n_steps, h = uniform_grid(t_max, h)
     start_steps, substeps = start_refinement(refine_start, problem, lam, u0, v0, t_max, h)
+    what = "gradient flow" if lam == 0.0 else f"MGF(lambda={lam:g})"
+    warn_large_grid(n_steps, start_steps, substeps, f"{what} to t_max = {t_max:g} with h = {h:.3g}")
     return FlowConfig(lam=lam, t_max=t_max, h=h, n_steps=n_steps, tol=tol, gradient=gradient,
                       start_steps=start_steps, start_substeps=substeps, max_crossings=max_crossings,
                       kappa=kappa)
@@ -480,24 +493,37 @@ def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.
     """
     gamma = as_float("gamma", gamma, low=0.0, low_open=True)
     beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
-    steps = as_int("steps", steps, low=1)
+    steps = as_int("steps", steps, low=1, high=MAX_STEPS)
     check_problem(problem)
     check_record(record)
     lam = gamma / (1.0 - beta) ** 2
     eps = gamma / (1.0 - beta)
+    given = f"gamma = {gamma!r} and beta = {beta!r} give lambda = gamma/(1-beta)^2 = {lam:.4g}"
+    if not 0.0 < lam <= LAM_MAX:
+        raise ValueError(f"gamma and beta must give lambda = gamma/(1-beta)^2 in (0, {LAM_MAX:g}]: {given}")
     u0, v0 = initial_weights(problem.d, alpha, u0, v0)
     d = problem.d
-    u1 = u0 if u1 is None else as_array("u1", u1, ndim=1, shape=(d,))
-    v1 = v0 if v1 is None else as_array("v1", v1, ndim=1, shape=(d,))
-    scale = math.sqrt(lam * gamma)
-    u_dot0, v_dot0 = (u1 - u0) / scale, (v1 - v0) / scale
+    u_dot0 = v_dot0 = np.zeros(d)  # w_1 = w_0 (the default): no velocity, whatever the scale below
+    if u1 is not None or v1 is not None:
+        u1 = u0 if u1 is None else as_array("u1", u1, ndim=1, shape=(d,))
+        v1 = v0 if v1 is None else as_array("v1", v1, ndim=1, shape=(d,))
+        scale = math.sqrt(lam * gamma)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            u_dot0, v_dot0 = (u1 - u0) / scale, (v1 - v0) / scale
+        if not (np.all(np.isfinite(u_dot0)) and np.all(np.isfinite(v_dot0))):
+            raise ValueError(f"gamma must be large enough that the initial velocity (w1 - w0)/sqrt(lambda*gamma) "
+                             f"is finite: {given} and sqrt(lambda*gamma) = {scale:.3g}")
     if substeps is None:
         kappa = stiffness_estimate(problem, u0, v0)
-        substeps = max(1, math.ceil(eps / default_step(lam, kappa) * (1.0 - 1e-12)))
-    substeps = as_int("substeps", substeps, low=1)
-    run = prepare_flow(problem, lam, t_max=steps * eps, h=eps / substeps, u0=u0, v0=v0, u_dot0=u_dot0,
-                       v_dot0=v_dot0, tol=tol, gradient=gradient, refine_start=refine_start,
-                       max_crossings=max_crossings)
+        ratio = eps / default_step(lam, kappa) * (1.0 - 1e-12)
+        substeps = max(1, math.ceil(ratio)) if ratio <= MAX_STEPS else ratio  # (refused just below)
+    substeps = as_int("substeps", substeps, low=1, high=MAX_STEPS // steps)
+    try:
+        run = prepare_flow(problem, lam, t_max=steps * eps, h=eps / substeps, u0=u0, v0=v0, u_dot0=u_dot0,
+                           v_dot0=v_dot0, tol=tol, gradient=gradient, refine_start=refine_start,
+                           max_crossings=max_crossings)
+    except ValueError as exc:  # the flow's own parameters are this function's gamma, beta, steps, substeps
+        raise ValueError(f"{given} and eps = gamma/(1-beta) = {eps:.4g}, for which: {exc}") from exc
     if run.config.n_steps != steps * substeps:  # t_max/h rounded the other way: force the exact grid
         config = run.config._replace(n_steps=steps * substeps, h=eps / substeps)
         run = FlowRun(problem, config, u0, v0, u_dot0, v_dot0)

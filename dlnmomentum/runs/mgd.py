@@ -21,7 +21,7 @@ from ..kernels.rng import _fill_batches, _seed_state
 from ..problem import Problem
 from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
 from ..status import Status
-from ..validate import as_float, as_int
+from ..validate import MAX_STEPS, as_float, as_int
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
 
 
@@ -128,7 +128,7 @@ def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, see
     """Validate hyperparameters into an :class:`MGDConfig`."""
     gamma = as_float("gamma", gamma, low=0.0, low_open=True)
     beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
-    steps = as_int("steps", steps, low=0)
+    steps = as_int("steps", steps, low=0, high=MAX_STEPS)
     if batch_size is not None:
         batch_size = as_int("batch_size", batch_size, low=1, high=problem.n)
         if batch_size == problem.n and not replace:
@@ -178,10 +178,11 @@ class MGDRun(RunStateMixin):
     def kind(self):
         return self.config.kind
 
-    def description(self):
-        """Hyperparameters and schedule as a JSON-serialisable dict."""
+    def description(self, arrays=False):
+        """Hyperparameters and schedule as a JSON-serialisable dict (``arrays``: the schedule as its int64
+        array, for stores: no Python list of millions of ints)."""
         return {"family": self.family, "kind": self.kind, "config": self.config._asdict(),
-                "schedule": self.schedule.tolist()}
+                "schedule": self.schedule if arrays else self.schedule.tolist()}
 
     @classmethod
     def rebuild(cls, problem, description, u0, v0):

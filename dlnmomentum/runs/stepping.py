@@ -40,7 +40,7 @@ import weakref
 
 import numpy as np
 
-from ..validate import as_float, as_int
+from ..validate import MAX_STEPS, as_float, as_int
 
 #: trajectories reaches about twice its limit value on the paper's problems).
 TRANSIENT_FACTOR = 2.5
@@ -52,6 +52,11 @@ DEFAULT_STEP_SCALE = 0.4
 AUTO_START_SUBSTEPS = 8
 #: Capacity of the crossing-time log (first crossings kept; all are counted).
 DEFAULT_MAX_CROSSINGS = 1000
+#: A flow that needs more RK4 steps than this warns with the estimate (minutes of compute at d = 30).
+LARGE_GRID = 10**7
+#: The largest λ accepted: products of λ with the stiffness and with a run's integrals must stay finite in
+#: float64 (and beyond it MGF(λ) hardly moves from its initialisation over any representable time).
+LAM_MAX = 1e100
 
 
 def rk4_amplification(z):
@@ -80,8 +85,11 @@ def _stable(h, lam, kappa, samples=257):
     if 4.0 * lam * kappa <= 1.0:
         return True
     top = math.sqrt(4.0 * lam * kappa - 1.0) / (2.0 * lam)
+    if not math.isfinite(top):  # 4λκ overflowed: the modulus of the oscillatory modes, sqrt(κ/λ)
+        top = math.sqrt(kappa / lam)
     z = h * (-1.0 / (2.0 * lam) + 1j * np.linspace(0.0, top, samples))
-    return bool(np.all(np.abs(rk4_amplification(z)) <= 1.0 + tol))
+    with np.errstate(over="ignore", invalid="ignore"):  # |R| overflowing is plainly unstable (NaN compares False)
+        return bool(np.all(np.abs(rk4_amplification(z)) <= 1.0 + tol))
 
 
 def max_stable_step(lam, kappa):
@@ -101,6 +109,15 @@ def _max_stable_step(lam, kappa):
     hi = RK4_REAL_LIMIT * lam
     if _stable(hi, lam, kappa):
         return hi
+    lo = _bisect_stable(lam, kappa, hi)
+    if lo == 0.0 and 4.0 * lam * kappa > 1.0:
+        # The limit is far below the fast mode's (large λκ): bracket it by the oscillatory modes of modulus
+        # sqrt(κ/λ), which no step beyond 3/sqrt(κ/λ) keeps in the RK4 region (its radius is below 3).
+        lo = _bisect_stable(lam, kappa, 3.0 * math.sqrt(lam) / math.sqrt(kappa))
+    return lo
+
+
+def _bisect_stable(lam, kappa, hi):
     lo = 0.0
     for _ in range(45):
         mid = 0.5 * (lo + hi)
@@ -178,16 +195,57 @@ def _escape_time(problem, lam, u0, v0):
     if rate == 0.0:
         return 0.0
     if lam > 0.0:
-        rate = (math.sqrt(1.0 + 4.0 * lam * rate) - 1.0) / (2.0 * lam)
+        grown = (math.sqrt(1.0 + 4.0 * lam * rate) - 1.0) / (2.0 * lam)
+        # the same root without the cancellation that makes it 0 for tiny λ·rate (or inf for huge λ)
+        rate = grown if 0.0 < grown < math.inf else 2.0 * rate / (1.0 + math.sqrt(1.0 + 4.0 * lam * rate))
+        if not rate > 0.0:
+            return 0.0
     scale = max(4.0 * float(np.abs(t).max()) for t in _interpolators(problem))
     ratio = scale / max(float(w2.min()), 1e-300)
     return max(math.log(ratio), 0.0) / (2.0 * rate) if ratio > 1.0 else 0.0
 
 
 def uniform_grid(t_max, h):
-    """Whole number of grid steps covering [0, t_max] with a step <= h; the step actually used."""
+    """Whole number of grid steps covering [0, t_max] with a step <= h; the step actually used.
+
+    ``t_max/h`` must be at most ``MAX_STEPS`` (see :func:`check_grid`).
+    """
     n_steps = max(1, math.ceil(t_max / h * (1.0 - 1e-12)))
     return n_steps, t_max / n_steps
+
+
+def check_grid(t_max, h, lam, kappa, h_max, user_h):
+    """Refuse a grid of more than ``MAX_STEPS`` steps, naming the parameter to change and its range.
+
+    The step is limited by the user (``h``), by the fast mode -1/λ (small ``lam``) or by the stiffness of
+    the data (``t_max`` for this problem; the scale of X).
+    """
+    steps = t_max / h if h > 0.0 else math.inf
+    if steps <= MAX_STEPS:
+        return
+    too_many = f"{steps:.3g} grid steps, more than the {MAX_STEPS:.3g} (2**62) a run can count"
+    if user_h:
+        raise ValueError(f"h must be in [{t_max / MAX_STEPS:.3g}, {h_max:.6g}] for t_max = {t_max!r}: h = {h!r} "
+                         f"needs {too_many}")
+    if lam > 0.0 and h_max >= 0.999 * RK4_REAL_LIMIT * lam:  # the fast mode -1/λ sets the step: h ∝ λ
+        raise ValueError(f"lam must be 0 (gradient flow) or in [{lam * steps / MAX_STEPS:.3g}, {LAM_MAX:g}] for "
+                         f"t_max = {t_max!r}: lam = {lam!r} needs a grid step h <= {h_max:.3g} (the fast mode "
+                         f"-1/lambda) and {too_many}")
+    raise ValueError(f"t_max must be in (0, {h * MAX_STEPS:.3g}] on this problem: its stiffness kappa = "
+                     f"{kappa:.3g} (from the scale of X) limits the grid step to h = {h:.3g}, and t_max = "
+                     f"{t_max!r} needs {too_many}; rescale X and y")
+
+
+def warn_large_grid(n_steps, start_steps, start_substeps, what, stacklevel=4):
+    """A ``RuntimeWarning`` with the estimate when a flow needs more than ``LARGE_GRID`` RK4 steps."""
+    total = n_steps + start_steps * (start_substeps - 1)
+    if total > LARGE_GRID:
+        import warnings
+
+        refined = (f", of which {start_steps * start_substeps:.3g} in the refined start" if start_steps else "")
+        warnings.warn(f"{what} needs {total:.3g} RK4 steps{refined}, each about 4 gradient evaluations: a "
+                      "larger h, a shorter t_max or refine_start=None make it cheaper", RuntimeWarning,
+                      stacklevel=stacklevel)
 
 
 def start_refinement(refine_start, problem, lam, u0, v0, t_max, h):
@@ -208,7 +266,7 @@ def start_refinement(refine_start, problem, lam, u0, v0, t_max, h):
                             f"got {refine_start!r}") from None
         t_start = as_float("refine_start[0] (time)", t_start, low=0.0)
         substeps = as_int("refine_start[1] (substeps)", substeps, low=1, high=10**6)
-    steps = min(math.ceil(t_start / h * (1.0 - 1e-12)), math.ceil(t_max / h * (1.0 - 1e-12)))
+    steps = math.ceil(min(t_start, t_max) / h * (1.0 - 1e-12))  # (t_start may be huge: escape from tiny data)
     if steps <= 0 or substeps == 1:
         return 0, 1
     return int(steps), int(substeps)

@@ -1,7 +1,7 @@
 """HDF5 stores: run files and sweep files behind one I/O layer.
 
 * :mod:`.files` — the I/O layer: errors, stable type names, checkpoint files, the writer lock,
-  durability helpers (fsync, signal blocking, superblock repair);
+  durability helpers (fsync, superblock repair), opening files so that readers never block writers;
 * :mod:`.format` — the run-store layout (observables, ``/final``, ``/problem``; ``docs/store-format.md``);
 * :mod:`.writer` — streaming a run into a store (the driver's sink), :func:`run_with_store`;
 * :mod:`.resume` — continuing a stored run bit for bit;
@@ -12,10 +12,10 @@ A store wraps the driver as a sink: run kinds never import this package; the API
 (:mod:`dlnmomentum.api`) hands a run either to the driver or to :func:`run_with_store`.
 """
 
-from .files import StoreCorruptError, StoreError, StoreExistsError, StoreLockedError
+from .files import StoreBusyError, StoreCorruptError, StoreError, StoreExistsError, StoreLockedError
 from .read import Observable, Store, open_store
 from .resume import resume
 from .writer import run_with_store
 
-__all__ = ["Observable", "Store", "StoreCorruptError", "StoreError", "StoreExistsError", "StoreLockedError",
-           "open_store", "resume", "run_with_store"]
+__all__ = ["Observable", "Store", "StoreBusyError", "StoreCorruptError", "StoreError", "StoreExistsError",
+           "StoreLockedError", "open_store", "resume", "run_with_store"]

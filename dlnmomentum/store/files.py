@@ -10,12 +10,12 @@ import contextlib
 import dataclasses
 import datetime
 import json
+import math
 import os
-import signal
 import socket
-import threading
 import time
 
+import h5py
 import numpy as np
 
 from ..runs import registry
@@ -39,6 +39,11 @@ class StoreLockedError(StoreError):
 
 class StoreCorruptError(StoreError):
     """The file is not a readable store (truncated, garbage, or damaged beyond recovery)."""
+
+
+class StoreBusyError(StoreError):
+    """A writer is changing the file at this moment (creating, finalising, resuming it, writing a wave of a
+    sweep), or another program holds an HDF5 lock on it: nothing is wrong with it, try again shortly."""
 
 
 # -- small utilities ----------------------------------------------------------------------------
@@ -75,19 +80,6 @@ def fsync_dir(path):
         os.close(fd)
 
 
-@contextlib.contextmanager
-def signals_blocked():
-    """Hold SIGINT/SIGTERM back (delivered on exit) around writes that must not be torn."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def resolve_type(name, what="type"):
     """The class of a stable type name written in a store (:mod:`dlnmomentum.runs.registry`)."""
     try:
@@ -117,6 +109,24 @@ def to_jsonable(value):
 
 def dumps(value):
     return json.dumps(to_jsonable(value), sort_keys=False)
+
+
+def finite_json(value):
+    """``to_jsonable(value)`` with every non-finite float as ``None``: standard JSON, which has no NaN or
+    Infinity (a diverged run's losses are ``null``; its status says why)."""
+    value = to_jsonable(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite_json(v) for v in value]
+    return value
+
+
+def json_text(value):
+    """``value`` as standard JSON text (:func:`finite_json`; ``allow_nan=False`` proves it)."""
+    return json.dumps(finite_json(value), allow_nan=False)
 
 
 def attr_str(value):
@@ -231,8 +241,13 @@ class WriterLock:
                 raise StoreLockedError(
                     f"store {path} is open for writing by {who}; wait for it to finish or stop it "
                     f"(if no such process exists, delete {lock_path})") from None
-            with os.fdopen(fd, "w") as fh:
-                json.dump(info, fh)
+            try:
+                with os.fdopen(fd, "w") as fh:
+                    json.dump(info, fh)
+            except OSError as exc:  # a full disk: no half-written lock is left behind
+                with contextlib.suppress(OSError):
+                    os.unlink(lock_path)
+                raise StoreError(f"cannot write the lock file {lock_path} of store {path}: {exc}") from exc
             return cls(path, info)
         raise StoreLockedError(f"could not acquire the lock {lock_path} of store {path}")
 
@@ -388,3 +403,209 @@ def clear_status_flags(path):
         fh.flush()
         os.fsync(fh.fileno())
     return True
+
+
+# -- opening HDF5 files: readers never block writers ------------------------------------------------
+#
+# HDF5 locks a file while it is open (shared for readers, exclusive for a writer outside SWMR mode), so a
+# reader that opens a store while its writer reopens it (to finalise a run, resume it, write a wave of a
+# sweep) makes the writer fail. Readers therefore open without a lock wherever the file's superblock has
+# the status flags of version 2/3 (every store since 0.3.0 and every run store): HDF5 itself refuses them
+# while a writer has the file open outside SWMR mode, so they never read a file being changed, and they
+# wait and retry; a writer waits for readers that do hold a lock (files of older versions, other
+# programs). See docs/store-format.md, "Readers and writers".
+
+#: Seconds a reader waits for a writer's short exclusive phases before reporting the file busy.
+READ_WAIT = 10.0
+#: Seconds a writer waits for readers holding an HDF5 lock on the file before giving up.
+WRITE_WAIT = 60.0
+
+
+def check_readable(path):
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"store {path} does not exist")
+    if os.path.isdir(path):
+        raise StoreError(f"store {path} is a directory, not an HDF5 file")
+
+
+def superblock_version(path):
+    """The version of the HDF5 superblock of ``path`` (0 to 3), or None when there is none."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            offset = 0
+            while offset + 9 <= size:
+                fh.seek(offset)
+                head = fh.read(9)
+                if head[:8] == _HDF5_SIGNATURE:
+                    return head[8]
+                offset = 512 if offset == 0 else offset * 2
+    except OSError:
+        return None
+    return None
+
+
+def _backoff(deadline, delay):
+    if time.monotonic() > deadline:
+        return None
+    time.sleep(delay)
+    return min(2 * delay, 0.2)
+
+
+def _busy(path, what, exc):
+    holder = lock_holder(path, ignore_self=True)
+    who = f" (process {holder.get('pid')} on {holder.get('host')})" if holder else ""
+    return StoreBusyError(f"store {path} is {what}{who}; try again in a moment (HDF5: {exc})")
+
+
+def open_h5(path, wait=READ_WAIT):
+    """``(h5py.File, live)`` read-only; ``live`` when a writer has the file open in SWMR mode or died with it.
+
+    Raises :class:`StoreBusyError` when a writer keeps the file in an exclusive phase for ``wait``
+    seconds, :class:`StoreCorruptError` (naming the file) when it is not a readable HDF5 file.
+    """
+    check_readable(path)
+    unlocked = superblock_version(path) in (2, 3)
+    kw = {"locking": False} if unlocked else {}
+    deadline, delay = time.monotonic() + wait, 0.005
+    while True:
+        try:
+            return h5py.File(path, "r", **kw), False
+        except OSError as exc:
+            last = exc
+        msg = str(last)
+        if "already open for write" in msg or "open for SWMR" in msg:
+            try:
+                return h5py.File(path, "r", swmr=True, **kw), True
+            except OSError as exc:
+                last = exc
+            if "unable to lock" not in str(last):  # the file is marked open for writing outside SWMR mode
+                if lock_holder(path, ignore_self=True) is None:
+                    raise StoreCorruptError(
+                        f"store {path} was left open by a writer that died outside its streaming phase; "
+                        f"`dlnm resume {path}` (dlnmomentum.resume) or, for a sweep, `dlnm sweep --store "
+                        f"{path} --resume` repairs it") from last
+        elif "unable to lock" not in msg:
+            raise _open_error(path, last) from last
+        delay = _backoff(deadline, delay)
+        if delay is None:
+            raise _busy(path, "being written by another process", last) from last
+
+
+def open_h5_for_writing(path, wait=WRITE_WAIT, **kwargs):
+    """``h5py.File(path, "r+")`` for the holder of the store's writer lock, waiting for readers.
+
+    Only readers that hold an HDF5 file lock can be in the way (see above); after ``wait`` seconds
+    :class:`StoreBusyError` names the file. Other errors are raised as they are.
+    """
+    deadline, delay = time.monotonic() + wait, 0.005
+    while True:
+        try:
+            return h5py.File(path, "r+", **kwargs)
+        except OSError as exc:
+            if "unable to lock" not in str(exc):
+                raise
+            delay = _backoff(deadline, delay)
+            if delay is None:
+                raise StoreBusyError(f"store {path} cannot be opened for writing: another program keeps it "
+                                     f"open with an HDF5 file lock (close it there; HDF5: {exc})") from exc
+
+
+def memory_h5(name):
+    """A new HDF5 file built in memory (``libver="latest"``), for :func:`write_h5_image` to put on disk.
+
+    HDF5 then never holds a file it cannot flush: a full disk while a store is created used to leave it
+    so, and the interpreter crashed when HDF5 closed it at exit.
+    """
+    return h5py.File(name, "w", driver="core", backing_store=False, libver="latest")
+
+
+def write_h5_image(f, path):
+    """Write the in-memory file ``f`` to ``path`` (one write, fsync) and close it; returns the size.
+
+    A full disk is a plain ``OSError`` of that write, and ``path`` is removed.
+    """
+    f.flush()
+    image = f.id.get_file_image()
+    f.close()
+    try:
+        with open(path, "wb") as fh:
+            fh.write(image)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    return len(image)
+
+
+def _open_error(path, exc):
+    msg = str(exc)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+        size = os.path.getsize(path)
+    except OSError:
+        head, size = b"", -1
+    if size == 0:
+        return StoreCorruptError(f"store {path} is empty (0 bytes): not an HDF5 file")
+    if "truncated file" in msg:
+        return StoreCorruptError(f"store {path} is truncated ({size} bytes; HDF5: {msg})")
+    if head != _HDF5_SIGNATURE and "signature" in msg:
+        return StoreCorruptError(f"store {path} is not an HDF5 file (no HDF5 signature; {size} bytes)")
+    return StoreCorruptError(f"store {path} cannot be opened: it is damaged or not a dlnmomentum store "
+                             f"(HDF5: {msg})")
+
+
+def read_error(path, exc, what=None, hint=""):
+    """The error to raise for ``exc``, met while reading ``what`` (a dataset, a group) of an open store.
+
+    A live writer may be changing the file under an unlocked reader: that is :class:`StoreBusyError`;
+    otherwise the file is damaged: :class:`StoreCorruptError` naming the file and ``what`` (and ``hint``,
+    what repairs it).
+    """
+    if isinstance(exc, StoreError):
+        return exc
+    where = f" {what}" if what else ""
+    if lock_holder(path, ignore_self=True) is not None:
+        return _busy(path, f"being written while{where or ' it'} was read", exc)
+    return StoreCorruptError(f"store {path}:{where or ' the file'} is damaged and cannot be read "
+                             f"({type(exc).__name__}: {exc}){hint}")
+
+
+#: What reading a damaged or changing HDF5 object can raise (h5py: OSError, KeyError for a missing
+#: object, ValueError/TypeError for a damaged attribute or header, RuntimeError from some filters).
+READ_ERRORS = (OSError, KeyError, ValueError, TypeError, RuntimeError)
+
+
+@contextlib.contextmanager
+def reading(path, what=None):
+    """Turn the errors of reading an open store into :func:`read_error`'s (busy or damaged, named)."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except READ_ERRORS as exc:
+        raise read_error(path, exc, what) from exc
+
+
+def retry_busy(read, wait=READ_WAIT):
+    """``read()``, again while it raises :class:`StoreBusyError` (a writer rewriting what it read), for up to
+    ``wait`` seconds."""
+    deadline, delay = time.monotonic() + wait, 0.01
+    while True:
+        try:
+            return read()
+        except StoreBusyError:
+            delay = _backoff(deadline, delay)
+            if delay is None:
+                raise
+
+
+def read_dataset(ds, selection=()):
+    """``ds[selection]``; a damaged chunk (checksum, inflate) is an error naming the file and the dataset."""
+    try:
+        return ds[selection]
+    except READ_ERRORS as exc:
+        raise read_error(ds.file.filename, exc, f"dataset {ds.name}") from exc

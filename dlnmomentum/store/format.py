@@ -18,6 +18,8 @@ from .files import (
     StoreError,
     attr_str,
     dumps,
+    read_dataset,
+    reading,
     resolve_type,
     to_jsonable,
     type_name,
@@ -129,15 +131,25 @@ def _tid(dtype):
     return tid
 
 
-def _dcpl(compact=False):
-    """Shared dataset creation property list (no modification times); never modify it."""
-    dcpl = _PLISTS.get(compact)
+def _dcpl(shape, itemsize):
+    """Dataset creation property list of a fixed-size dataset (no modification times); never modify it.
+
+    Up to ``COMPACT_BYTES`` the data lives in the object header (covered by its checksum); larger data is
+    chunked with HDF5's Fletcher32 checksum, so that damaged bytes are an error, never silent numbers.
+    """
+    nbytes = itemsize * math.prod(shape)
+    kind = "compact" if 0 < nbytes <= COMPACT_BYTES else ("empty" if nbytes == 0 else tuple(shape) + (itemsize,))
+    dcpl = _PLISTS.get(kind)
     if dcpl is None:
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_obj_track_times(False)
-        if compact:
+        if kind == "compact":
             dcpl.set_layout(h5py.h5d.COMPACT)
-        _PLISTS[compact] = dcpl
+        elif kind != "empty":
+            chunks = chunk_shape(shape[1:], itemsize)
+            dcpl.set_chunk((min(chunks[0], shape[0]),) + chunks[1:])
+            dcpl.set_fletcher32()
+        _PLISTS[kind] = dcpl
     return dcpl
 
 
@@ -183,7 +195,7 @@ class Dims:
         if data.dtype == np.bool_:
             raise TypeError("no bool datasets in a store (use int8)")
         dsid = h5py.h5d.create(group.id, name.encode(), _tid(data.dtype), _space(data.shape),
-                               dcpl=_dcpl(0 < data.nbytes <= COMPACT_BYTES))
+                               dcpl=_dcpl(data.shape, data.dtype.itemsize))
         if data.size:
             dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(data))
         for axis, length in enumerate(data.shape):
@@ -203,7 +215,7 @@ class Dims:
                 found = (group[name].id, group[name].shape[0])
             else:
                 sid = h5py.h5d.create(group.id, name.encode(), _tid(np.int64), _space((length,)),
-                                      dcpl=_dcpl(0 < 8 * length <= COMPACT_BYTES))
+                                      dcpl=_dcpl((length,), 8))
                 if length:
                     sid.write(h5py.h5s.ALL, h5py.h5s.ALL, np.arange(length, dtype=np.int64))
                 h5py.h5ds.set_scale(sid, name.encode())
@@ -247,7 +259,7 @@ def read_problem(g):
     from ..problem import Problem
 
     def arr(name):
-        return np.asarray(g[name][()])
+        return np.asarray(read_dataset(g[name]))
 
     problem_class = attr_str(g.attrs.get("problem_class", ""))
     if problem_class:  # see write_problem
@@ -290,11 +302,13 @@ def split_description(description):
     return walk(description, ""), arrays
 
 
-def join_description(description, f):
+def join_description(description, f, arrays=False):
+    """The description of :func:`split_description` with its long lists read back (``arrays``: as arrays)."""
     def walk(value):
         if isinstance(value, dict):
             if set(value) == {"$dataset"}:
-                return np.asarray(f[value["$dataset"]][()]).tolist()
+                stored = np.asarray(read_dataset(f[value["$dataset"]]))
+                return stored if arrays else stored.tolist()
             return {k: walk(v) for k, v in value.items()}
         return value
 
@@ -588,8 +602,6 @@ def _delete_dataset(g, name):
 
 def read_final(g):
     """(result class, {field: value}) for the stored fields (trajectory/problem excluded)."""
-    from ..results import readonly
-
     cls = resolve_type(attr_str(g.attrs["result_class"]), "result class")
     out = {name: None for name in json.loads(attr_str(g.attrs.get("none_fields", "[]")))}
     types = json.loads(attr_str(g.attrs.get("types", "{}")))
@@ -597,30 +609,27 @@ def read_final(g):
     for name in (f.name for f in dataclasses.fields(cls)):
         if name not in types:
             continue
-        ds = g[name]
-        kind = types[name]
-        if kind == "bool":
-            out[name] = bool(ds[()])
-        elif kind == "int":
-            out[name] = int(ds[()])
-        elif kind == "float":
-            out[name] = float(ds[()])
-        elif kind == "str":
-            out[name] = ds.asstr()[()]
-        elif kind == "array":
-            out[name] = readonly(ds[()])
-        elif kind == "bool_array":
-            out[name] = readonly(ds[()].astype(bool))
-        elif kind in ("namedtuple", "dataclass"):
-            out[name] = resolve_type(classes[name], "field class")(**json.loads(ds.asstr()[()]))
-        elif kind == "json":
-            out[name] = json.loads(ds.asstr()[()])
-        elif kind == "json_list":
-            out[name] = list(json.loads(ds.asstr()[()]))
-        elif kind == "json_tuple":
-            out[name] = tuple(json.loads(ds.asstr()[()]))
-        else:
-            raise StoreError(f"{g.file.filename}: unknown stored type {kind!r} of /final/{name}")
+        with reading(g.file.filename, f"dataset {g.name}/{name}"):
+            out[name] = _decode_value(g[name], types[name], classes, name)
     return cls, out
 
 
+def _decode_value(ds, kind, classes, name):
+    """One field of ``/final`` as the Python value :func:`write_final` stored."""
+    from ..results import readonly
+
+    scalars = {"bool": bool, "int": int, "float": float}
+    if kind in scalars:
+        return scalars[kind](ds[()])
+    if kind == "array":
+        return readonly(ds[()])
+    if kind == "bool_array":
+        return readonly(ds[()].astype(bool))
+    if kind not in ("str", "namedtuple", "dataclass", "json", "json_list", "json_tuple"):
+        raise StoreError(f"{ds.file.filename}: unknown stored type {kind!r} of {ds.name}")
+    text = ds.asstr()[()]
+    if kind == "str":
+        return text
+    if kind in ("namedtuple", "dataclass"):
+        return resolve_type(classes[name], "field class")(**json.loads(text))
+    return {"json": dict, "json_list": list, "json_tuple": tuple}[kind](json.loads(text))

@@ -9,19 +9,23 @@ import dataclasses
 import json
 import os
 
-import h5py
 import numpy as np
 
 from .. import status as st
 from ..results import Trajectory, trajectory_from_fields
-from .files import (
+from .files import (  # noqa: F401 - check_readable and open_h5 are this module's API too
+    READ_ERRORS,
     Checkpoint,
     StoreCorruptError,
     StoreError,
-    StoreLockedError,
     attr_str,
+    check_readable,
     lock_holder,
+    open_h5,
     read_checkpoint_file,
+    read_dataset,
+    read_error,
+    reading,
     side_paths,
     to_jsonable,
 )
@@ -49,7 +53,7 @@ def read_series(f, schema, rows=None):
     for key, s in schema.items():
         ds = f[s.path]
         n = ds.shape[0] if rows is None else min(rows, ds.shape[0])
-        arr = ds[:n]
+        arr = read_dataset(ds, np.s_[:n])
         if s.is_bool:
             arr = arr.astype(bool)
         arr.setflags(write=False)
@@ -64,65 +68,6 @@ def store_path(path):
         return os.fspath(path)
     except TypeError:
         raise TypeError(f"store must be a path (str or os.PathLike), got {type(path).__name__}") from None
-
-
-def check_readable(path):
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"store {path} does not exist")
-    if os.path.isdir(path):
-        raise StoreError(f"store {path} is a directory, not an HDF5 file")
-
-
-def _open_error(path, exc):
-    msg = str(exc)
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-        size = os.path.getsize(path)
-    except OSError:
-        head, size = b"", -1
-    if size == 0:
-        return StoreCorruptError(f"store {path} is empty (0 bytes): not an HDF5 file")
-    if "truncated file" in msg:
-        return StoreCorruptError(f"store {path} is truncated ({size} bytes; HDF5: {msg})")
-    if head != b"\x89HDF\r\n\x1a\n" and "signature" in msg:
-        return StoreCorruptError(f"store {path} is not an HDF5 file (no HDF5 signature; {size} bytes)")
-    return StoreCorruptError(f"store {path} cannot be opened: it is damaged or not a dlnmomentum store "
-                             f"(HDF5: {msg})")
-
-
-def open_h5(path, retries=20):
-    """``(h5py.File, live)`` read-only; ``live`` when a writer has the file open or died with it open."""
-    import time
-
-    check_readable(path)
-    last = None
-    for _ in range(retries):
-        try:
-            return h5py.File(path, "r"), False
-        except OSError as exc:
-            last = exc
-        msg = str(last)
-        if "already open for write" in msg or "open for SWMR" in msg:
-            try:
-                return h5py.File(path, "r", swmr=True), True
-            except OSError as exc:
-                if "unable to lock" in str(exc):
-                    last = exc
-                    time.sleep(0.05)
-                    continue
-                holder = lock_holder(path, ignore_self=True)
-                if holder is not None:
-                    raise StoreLockedError(f"store {path} is being set up or finalised by process "
-                                           f"{holder.get('pid')}; try again in a moment") from exc
-                raise StoreCorruptError(
-                    f"store {path} was left open by a writer that died outside its streaming phase; "
-                    f"`dlnm resume {path}` (dlnmomentum.resume) repairs it") from exc
-        if "unable to lock" in msg:  # a writer is creating or finalising the file: a short wait
-            time.sleep(0.05)
-            continue
-        raise _open_error(path, last) from last
-    raise StoreLockedError(f"store {path} stays locked by another process (HDF5: {last})")
 
 
 def _read_header(f, path):
@@ -157,21 +102,23 @@ class _Plan:
 
 def read_plan(path):
     f, live = open_h5(path)
-    with f:
+    with f, reading(path):
         header = _read_header(f, path)
         if header.get("kind") == "sweep":
             raise StoreError(f"{path} is a sweep store; resume it with dlnmomentum.sweep")
         clean = not live and header.get("writer_state") == "closed"
         try:
-            description = join_description(json.loads(header["config"]), f)
+            description = join_description(json.loads(header["config"]), f, arrays=True)
             problem = read_problem(f["problem"])
             initial = {k: np.asarray(v[()]) for k, v in f["initial"].items() if k in ("u0", "v0")}
             schema = schema_from_file(f)
             lengths = {k: f[s.path].shape[0] for k, s in schema.items()}
             embedded = read_checkpoint_group(f["checkpoint"]) if clean and "checkpoint" in f else None
-        except (KeyError, ValueError, OSError) as exc:
-            raise StoreCorruptError(f"store {path} is incomplete or damaged ({exc}); "
-                                    "it cannot be resumed") from exc
+        except READ_ERRORS as exc:
+            error = read_error(path, exc)
+            if isinstance(error, StoreCorruptError):
+                error = StoreCorruptError(f"store {path} is incomplete or damaged ({exc}); it cannot be resumed")
+            raise error from exc
     return _Plan(header, description, problem, initial, schema, lengths, clean, embedded)
 
 
@@ -240,12 +187,12 @@ class Store:
     def __init__(self, path):
         self.path = store_path(path)
         f, live = open_h5(self.path)
-        with f:
+        with f, reading(self.path):
             self.attrs = _read_header(f, self.path)
             if self.attrs.get("kind") == "sweep":
                 raise StoreError(f"{self.path} is a sweep store; open it with dlnmomentum.sweep")
             self._schema = schema_from_file(f)
-            self._config = join_description(json.loads(self.attrs.get("config", "{}")), f)
+            self._config = json.loads(self.attrs.get("config", "{}"))  # joined on use (long lists: datasets)
             self._lengths = {k: f[s.path].shape[0] for k, s in self._schema.items()}
         self.live = live
         self._cache = {}
@@ -253,7 +200,7 @@ class Store:
     @contextlib.contextmanager
     def _file(self):
         f, _ = open_h5(self.path)
-        with f:
+        with f, reading(self.path):
             yield f
 
     # -- description --------------------------------------------------------------------
@@ -272,7 +219,15 @@ class Store:
     @property
     def config(self):
         """The run description (hyperparameters and record schedule) as stored."""
-        return self._config
+        if "config" not in self._cache:
+            with self._file() as f:
+                self._cache["config"] = join_description(self._config, f)
+        return self._cache["config"]
+
+    def _config_arrays(self):
+        """The description with its long lists as arrays (cheap to summarise)."""
+        with self._file() as f:
+            return join_description(self._config, f, arrays=True)
 
     @property
     def versions(self):
@@ -427,8 +382,10 @@ def _size(nbytes):
 
 
 def _short(value):
-    if isinstance(value, list) and len(value) > 8:
+    if isinstance(value, (list, np.ndarray)) and len(value) > 8:
         return f"[{len(value)} values: {value[0]} ... {value[-1]}]"
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
     return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
@@ -457,6 +414,10 @@ def _theory_lines(result):
             + ("" if result.status_name == "converged" else "  (run not converged: gaps include the residual)")]
 
 
+#: The head of the ``dlnm inspect`` line that reports damaged bytes (the command then exits with an error).
+DAMAGED = "DAMAGED     "
+
+
 def inspect_lines(path, store=None):
     """Lines describing a store (``dlnm inspect``)."""
     s = store or open_store(path)
@@ -475,9 +436,14 @@ def inspect_lines(path, store=None):
     else:
         out.append(f"status      : {state}{note}")
     out.append("config      :")
-    out.extend(_config_lines(s.config))
+    out.extend(_config_lines(s._config_arrays()))
     out.append(f"problem     : {s.problem.summary()}")
-    result = s.result if state in ("complete", "interrupted") else None
+    result = None
+    if state in ("complete", "interrupted"):
+        try:
+            result = s.result
+        except StoreCorruptError as exc:
+            out.append(f"{DAMAGED}: {exc}; `dlnm resume {s.path}` computes the run again")
     if result is not None:
         out.append("final       :")
         summary = result.summary() if hasattr(result, "summary") else "\n".join(
@@ -517,7 +483,10 @@ def inspect_json(path):
             ds = f[series.path]
             out["observables"][key] = {"shape": list(ds.shape), "dtype": str(ds.dtype),
                                        "chunks": list(ds.chunks)}
-    result = s.result if s.complete else None
+    try:
+        result = s.result if s.complete else None
+    except StoreCorruptError as exc:
+        result, out["damaged"] = None, str(exc)
     if result is not None:
         out["final"] = to_jsonable(result.to_dict())
     return out
@@ -528,5 +497,5 @@ def inspect_json(path):
 def file_kind(path):
     """``"sweep"`` for a sweep store, the run kind (``"mgd"``, ``"mgf"`` ...) for a run store."""
     f, _ = open_h5(path)
-    with f:
+    with f, reading(path):
         return attr_str(f.attrs.get("kind", ""))

@@ -8,12 +8,13 @@ file is rebuilt from its committed chunks) and for runs with no checkpoint yet.
 import contextlib
 import json
 import os
+import warnings
 
 import h5py
 import numpy as np
 
 from .. import status as st
-from ..driver import deferred_signals
+from ..driver import deferred_signals, signals_held
 from ..runs import registry
 from ..validate import as_float
 from .files import (
@@ -24,10 +25,12 @@ from .files import (
     clear_status_flags,
     fsync_dir,
     fsync_file,
-    signals_blocked,
+    open_h5_for_writing,
+    reading,
     utc_now,
 )
 from .format import FORMAT_VERSION, chunk_offsets, delete_group
+from .integrity import intact_rows
 from .read import Store, check_readable, open_h5, read_plan, store_path, valid_checkpoints
 from .writer import (
     StoreWriter,
@@ -92,7 +95,7 @@ def _reopen(path, plan, ckpt):
     written = ckpt.written if ckpt is not None else {k: 0 for k in plan.schema}
     if not plan.clean:
         _copy_committed(path, plan, written)
-    f = h5py.File(path, "r+", libver="latest")
+    f = open_h5_for_writing(path, libver="latest")  # waits for readers holding a lock
     try:
         if "checkpoint" in f:
             delete_group(f, "checkpoint")
@@ -117,6 +120,22 @@ def _reopen(path, plan, ckpt):
     return f
 
 
+def _newest_intact_checkpoint(path, plan):
+    """The most advanced valid checkpoint whose committed rows all verify (or None), and a description of
+    the damaged rows found below the checkpoints (or None)."""
+    candidates = valid_checkpoints(path, plan)
+    if not candidates:
+        return None, None
+    limit = {k: max(c.written[k] for c in candidates) for k in plan.schema}
+    f, _ = open_h5(path)
+    with f, reading(path):
+        intact = intact_rows(f, plan.schema, limit)
+    good = [c for c in candidates if all(c.written[k] <= intact[k] for k in plan.schema)]
+    bad = [f"{plan.schema[k].path} from row {intact[k]}" for k in plan.schema if intact[k] < limit[k]]
+    damage = f"store {path}: damaged chunks in {', '.join(bad)}" if bad else None
+    return (good[0] if good else None), damage
+
+
 def _repair_flags(path):
     """Clear the "open for writing" superblock flags of a writer that died outside SWMR mode.
 
@@ -137,7 +156,9 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
 
     Works after Ctrl-C/SIGTERM (clean ``interrupted`` file), after the writer was killed
     (the file is rebuilt from its committed rows) and for runs with no checkpoint yet
-    (restarted from step 0). A finished store is returned as is. The resumed run is
+    (restarted from step 0). Recorded rows whose chunks do not verify are dropped and the run
+    continues from the newest checkpoint before them (a ``RuntimeWarning`` says so); a finished
+    store is returned as is, or, when its bytes were damaged, computed again. The resumed run is
     bitwise identical to an uninterrupted one.
     """
     path = store_path(path)
@@ -146,17 +167,27 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
     with deferred_signals() as flag:
         lock = WriterLock.acquire(path, "resuming")
         try:
-            with signals_blocked():
+            with signals_held():
                 remove_temporaries(path)
                 repaired = _repair_flags(path)
                 plan = read_plan(path)
                 plan.clean = plan.clean and not repaired
                 status = int(plan.header.get("status", st.RUNNING))
+                damage = None
                 if plan.clean and status in st.TERMINAL:
-                    lock.release()
-                    return Store(path).result
-                candidates = valid_checkpoints(path, plan)
-                ckpt = candidates[0] if candidates else None
+                    try:
+                        result = Store(path).result
+                    except StoreCorruptError as exc:  # bytes of the finished store were damaged
+                        damage = str(exc)
+                    else:
+                        lock.release()
+                        return result
+                ckpt, damaged_rows = _newest_intact_checkpoint(path, plan)
+                damage = damage or damaged_rows
+                if damage:
+                    plan.clean = False  # rebuilt from the verified chunks only
+                    warnings.warn(f"{damage}; it is computed again from step {ckpt.done if ckpt else 0}",
+                                  RuntimeWarning, stacklevel=2)
                 run = _rebuild_run(plan, ckpt, path)
                 f = _reopen(path, plan, ckpt)
                 writer = StoreWriter(path, lock, run, plan.schema, plan.header, checkpoint_every=checkpoint_every,

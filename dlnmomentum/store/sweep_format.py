@@ -4,11 +4,23 @@ Root attributes ``kind = "sweep"``, ``format``/``format_version``, the configura
 ``config``, ``dims`` and the number of ``sessions``; dimension scales ``rep``, ``beta``, ``gamma``
 (or ``lam``) and ``coord``; a dataset per field of :mod:`dlnmomentum.runs.points`; ``done`` (1
 where a point is written) and ``session`` (which run of the sweep wrote it); ``/problem`` when
-the sweep ran on a given :class:`~dlnmomentum.Problem`. Points are written in waves, the
-``done`` mask last, so a torn write leaves them not done. Opens in xarray
+the sweep ran on a given :class:`~dlnmomentum.Problem`. Opens in xarray
 (``xarray.open_dataset(path, engine="h5netcdf")``).
+
+How a sweep store survives crashes, full disks and damage
+---------------------------------------------------------
+* Since 0.3.1 every dataset carries HDF5's Fletcher32 checksum (chunked: one chunk per line of the last
+  grid axis, so every chunk is whole and is rewritten without being read), and the superblock has
+  HDF5's status flags (``libver="latest"``), which let readers open it without a file lock (see
+  :func:`dlnmomentum.store.files.open_h5`): a reader never blocks the writer.
+* Points are written in waves: the chunks a wave touches are written whole from the writer's copy in
+  memory, flushed, and only then the ``done`` mask, so a write torn by a crash or a full disk leaves
+  the new points not done and the points before intact.
+* A chunk whose checksum fails is reported by readers (:class:`StoreCorruptError` naming the file and the
+  dataset); the next ``--resume`` recomputes the points it held (sweeps are deterministic: bit for bit).
 """
 
+import itertools
 import json
 import os
 import time
@@ -16,64 +28,124 @@ import time
 import h5py
 import numpy as np
 
+from ..driver import signals_held
 from ..problem import Problem
 from ..runs.points import FIELDS, SCALAR_FIELDS, VECTOR_FIELDS
-from .files import StoreCorruptError, StoreError, WriterLock, attr_str, signals_blocked, to_jsonable
+from .files import (
+    READ_ERRORS,
+    StoreCorruptError,
+    StoreError,
+    WriterLock,
+    attr_str,
+    fsync_dir,
+    memory_h5,
+    open_h5,
+    open_h5_for_writing,
+    read_dataset,
+    read_error,
+    reading,
+    retry_busy,
+    to_jsonable,
+    write_h5_image,
+)
 
 FORMAT_NAME = "dlnmomentum-sweep"
 FORMAT_VERSION = 1
 
+#: Datasets of the grid with their fill value: the point fields, then ``session`` and ``done``.
+MASKS = {"session": (np.int16, 0), "done": (np.uint8, 0)}
+
+
+def _fill(dtype):
+    return np.nan if np.issubdtype(dtype, np.floating) else 0
+
+
+def _chunks(shape, grid_ndim):
+    """One chunk per line of the last grid axis (with the trailing ``coord`` axis whole): every chunk is
+    whole, so a wave rewrites a chunk without reading it (a damaged one included)."""
+    return (1,) * (grid_ndim - 1) + tuple(max(1, n) for n in shape[grid_ndim - 1:])
+
+
+def _write_failed(path, exc, done):
+    return StoreError(f"writing sweep store {path} failed ({type(exc).__name__}: {exc}); the {done} points "
+                      f"done before are intact: free the space (or fix the cause) and continue with "
+                      f"`dlnm sweep --store {path} --resume` (dlnmomentum.resume_sweep)")
+
 
 class SweepFile:
-    """Create / reopen a sweep store and write finished points into it (the sweep layer's ``plan`` says what)."""
+    """Create / reopen a sweep store and write finished points into it (the sweep layer's ``plan`` says what).
+
+    The writer keeps a copy of every grid dataset in memory (read by :meth:`read` with ``repair``) and
+    writes the chunks a wave touches from it.
+    """
 
     def __init__(self, path):
         self.path = path
+        self._memory = None
 
     # -- creation ------------------------------------------------------------------------------------
     def create(self, plan):
+        """Write the whole store, every chunk allocated, as ``<path>.creating``, then rename it to ``path``.
+
+        HDF5 builds the file in memory and Python writes its image: a full disk is then a plain ``OSError``
+        of one ``write`` (HDF5 never holds a file it cannot flush, which used to crash the interpreter
+        at exit), and the temporary file is removed.
+        """
         tmp = self.path + ".creating"
-        with h5py.File(tmp, "w") as f:
-            f.attrs["kind"] = "sweep"
-            f.attrs["format"] = FORMAT_NAME
-            f.attrs["format_version"] = FORMAT_VERSION
-            f.attrs["config"] = json.dumps(to_jsonable(plan.config))
-            f.attrs["dims"] = ",".join(plan.dims)
-            f.attrs["sessions"] = 0
-            f.attrs["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            coords = plan.coords()
-            for name in plan.dims + ("coord",):
-                ds = f.create_dataset(name, data=coords[name])
-                ds.make_scale(name)
-            for name, (dtype, desc) in SCALAR_FIELDS.items():
-                if name == "lam" and not plan.discrete:
-                    continue  # a flow sweep's lambda is its dimension scale
-                self._field(f, plan, name, dtype, desc, vector=False)
-            for name, (dtype, desc) in VECTOR_FIELDS.items():
-                self._field(f, plan, name, dtype, desc, vector=True)
-            if plan.discrete:
-                f["lam"][...] = plan.lam_grid()
-            done = f.create_dataset("done", shape=plan.shape, dtype=np.uint8, fillvalue=0)
-            done.attrs["description"] = "1 where the point has been computed and written"
-            session = f.create_dataset("session", shape=plan.shape, dtype=np.int16, fillvalue=0)
-            session.attrs["description"] = "the run (1, 2, ...) of the sweep that computed the point, 0: none"
-            for ds in (done, session):
-                for axis, dim in enumerate(plan.dims):
-                    ds.dims[axis].attach_scale(f[dim])
-            if plan.problem is not None:
-                g = f.create_group("problem")
-                for name in ("X", "y", "X_test", "y_test"):
-                    g.create_dataset(name, data=getattr(plan.problem, name))
-                if plan.problem.theta_star is not None:
-                    g.create_dataset("theta_star", data=plan.problem.theta_star)
-                g.attrs["params"] = json.dumps(to_jsonable(plan.problem.params))
+        f = memory_h5(tmp)
+        try:
+            self._layout(f, plan)
+        except BaseException:
+            f.close()
+            raise
+        try:
+            write_h5_image(f, tmp)
+        except OSError as exc:
+            raise StoreError(f"cannot create sweep store {self.path}: {exc}; nothing was written") from exc
         os.replace(tmp, self.path)
+        fsync_dir(self.path)
+
+    def _layout(self, f, plan):
+        f.attrs["kind"] = "sweep"
+        f.attrs["format"] = FORMAT_NAME
+        f.attrs["format_version"] = FORMAT_VERSION
+        f.attrs["config"] = json.dumps(to_jsonable(plan.config))
+        f.attrs["dims"] = ",".join(plan.dims)
+        f.attrs["sessions"] = 0
+        f.attrs["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        coords = plan.coords()
+        for name in plan.dims + ("coord",):
+            ds = f.create_dataset(name, data=coords[name], fletcher32=True)
+            ds.make_scale(name)
+        for name, (dtype, desc) in SCALAR_FIELDS.items():
+            if name == "lam" and not plan.discrete:
+                continue  # a flow sweep's lambda is its dimension scale
+            self._field(f, plan, name, dtype, desc, vector=False)
+        for name, (dtype, desc) in VECTOR_FIELDS.items():
+            self._field(f, plan, name, dtype, desc, vector=True)
+        if plan.discrete:
+            f["lam"][...] = plan.lam_grid()
+        self._field(f, plan, "done", np.uint8, "1 where the point has been computed and written", False)
+        self._field(f, plan, "session", np.int16, "the run (1, 2, ...) of the sweep that computed the point, "
+                    "0: none", False)
+        if plan.problem is not None:
+            g = f.create_group("problem")
+            for name in ("X", "y", "X_test", "y_test"):
+                value = getattr(plan.problem, name)
+                g.create_dataset(name, data=value, fletcher32=bool(value.size))
+            if plan.problem.theta_star is not None:
+                g.create_dataset("theta_star", data=plan.problem.theta_star, fletcher32=True)
+            g.attrs["params"] = json.dumps(to_jsonable(plan.problem.params))
 
     @staticmethod
     def _field(f, plan, name, dtype, desc, vector):
         shape = plan.shape + ((plan.d,) if vector else ())
-        kw = {"fillvalue": np.nan} if np.issubdtype(dtype, np.floating) else {}
-        ds = f.create_dataset(name, shape=shape, dtype=dtype, **kw)
+        # Every chunk is allocated (and filled) now: a wave then only overwrites bytes the file already
+        # has, so a full disk can stop the sweep when the store is created, hardly ever in a wave.
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+        ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=_fill(dtype), fletcher32=True,
+                              chunks=_chunks(shape, len(plan.shape)), dcpl=dcpl)
         ds.attrs["description"] = desc
         for axis, dim in enumerate(plan.dims):
             ds.dims[axis].attach_scale(f[dim])
@@ -82,66 +154,155 @@ class SweepFile:
 
     # -- reading -------------------------------------------------------------------------------------
     def read_config(self):
-        try:
-            with h5py.File(self.path, "r") as f:
-                if attr_str(f.attrs.get("kind", "")) != "sweep":
-                    raise StoreError(f"{self.path} is not a sweep store (kind {f.attrs.get('kind')!r})")
-                config = json.loads(attr_str(f.attrs["config"]))
-                config["sessions"] = int(f.attrs.get("sessions", 0))
-                problem = None
-                if "problem" in f:
-                    g = f["problem"]
-                    problem = Problem(g["X"][...], g["y"][...],
-                                      g["X_test"][...] if g["X_test"].size else None,
-                                      g["y_test"][...] if g["y_test"].size else None,
-                                      theta_star=g["theta_star"][...] if "theta_star" in g else None,
-                                      params=json.loads(attr_str(g.attrs.get("params", "{}"))))
-                return config, problem
-        except OSError as exc:
-            if isinstance(exc, StoreError):
-                raise
-            raise StoreCorruptError(f"sweep store {self.path} cannot be read: {exc}") from exc
+        return retry_busy(self._read_config)
 
-    def read(self, plan):
-        with h5py.File(self.path, "r") as f:
-            data = {}
-            for name in FIELDS:
-                if name == "lam" and not plan.discrete:
-                    data[name] = np.broadcast_to(f["lam"][...], plan.shape).copy()
-                else:
-                    data[name] = f[name][...]
-            done = f["done"][...].astype(bool)
-            session = f["session"][...]
+    def _read_config(self):
+        f, _ = open_h5(self.path)
+        with f, reading(self.path):
+            if attr_str(f.attrs.get("kind", "")) != "sweep":
+                raise StoreError(f"{self.path} is not a sweep store (kind {f.attrs.get('kind')!r})")
+            missing = [name for name in ("config",) if name not in f.attrs]
+            if missing:
+                raise StoreCorruptError(f"sweep store {self.path} is incomplete: it has no {missing[0]!r} "
+                                        "attribute (not written by dlnmomentum, or damaged)")
+            config = json.loads(attr_str(f.attrs["config"]))
+            if not isinstance(config, dict) or "kind" not in config:
+                raise StoreCorruptError(f"sweep store {self.path} has a damaged 'config' attribute")
+            config["sessions"] = int(f.attrs.get("sessions", 0))
+            problem = None
+            if "problem" in f:
+                g = f["problem"]
+
+                def arr(name):
+                    return read_dataset(g[name])
+
+                problem = Problem(arr("X"), arr("y"), arr("X_test") if g["X_test"].size else None,
+                                  arr("y_test") if g["y_test"].size else None,
+                                  theta_star=arr("theta_star") if "theta_star" in g else None,
+                                  params=json.loads(attr_str(g.attrs.get("params", "{}"))))
+            return config, problem
+
+    def read(self, plan, repair=False):
+        """``(data, done, session, config)`` of the store.
+
+        A damaged chunk raises :class:`StoreCorruptError` naming the dataset; with ``repair`` (the
+        writer, before a session) the points it held are not done instead (the session recomputes them).
+        A read that met a wave being written is read again (:func:`retry_busy`).
+        """
+        return retry_busy(lambda: self._read(plan, repair))
+
+    def _read(self, plan, repair):
+        f, _ = open_h5(self.path)
+        with f, reading(self.path):
+            names = [n for n in FIELDS if not (n == "lam" and not plan.discrete)] + list(MASKS)
+            arrays, damaged = {}, np.zeros(plan.shape, dtype=bool)
+            for name in names:
+                if name not in f:
+                    raise StoreCorruptError(f"sweep store {self.path} is incomplete: no dataset /{name}")
+                arrays[name] = self._read_grid(f[name], plan, damaged if repair else None)
             config = json.loads(attr_str(f.attrs["config"]))
             config["sessions"] = int(f.attrs.get("sessions", 0))
-        return data, done, session, config
+        if not plan.discrete:
+            arrays["lam"] = np.broadcast_to(plan.lam_grid(), plan.shape).copy()
+        if damaged.any():
+            for name, arr in arrays.items():
+                fill = MASKS[name][1] if name in MASKS else _fill(arr.dtype)
+                arr[damaged] = fill
+        done = arrays.pop("done").astype(bool)
+        session = arrays.pop("session")
+        if repair:
+            self._memory = {name: arr.copy() for name, arr in arrays.items()}
+            self._memory.update(done=done.astype(np.uint8), session=session.copy())
+            self.repaired = int(damaged.sum())
+        return arrays, done, session, config
+
+    def _read_grid(self, ds, plan, damaged):
+        """``ds[...]``; with a ``damaged`` mask, chunks that fail their checksum are filled and marked."""
+        try:
+            return ds[...]
+        except READ_ERRORS as exc:
+            if damaged is None or ds.chunks is None:
+                raise read_error(self.path, exc, f"dataset {ds.name}",
+                                 hint=f"; `dlnm sweep --store {self.path} --resume` recomputes the points of "
+                                      "a damaged chunk") from exc
+        out = np.full(ds.shape, ds.fillvalue, dtype=ds.dtype)
+        grid = len(plan.shape)
+        for sel in ds.iter_chunks():
+            try:
+                out[sel] = ds[sel]
+            except READ_ERRORS:
+                damaged[sel[:grid]] = True
+        return out
 
     # -- writing -------------------------------------------------------------------------------------
     def start_session(self):
-        with h5py.File(self.path, "r+") as f:
-            n = int(f.attrs.get("sessions", 0)) + 1
-            f.attrs["sessions"] = n
+        try:
+            with signals_held(), open_h5_for_writing(self.path) as f:
+                n = int(f.attrs.get("sessions", 0)) + 1
+                f.attrs["sessions"] = n
+        except (OSError, RuntimeError) as exc:
+            if isinstance(exc, StoreError):
+                raise
+            done = int(self._memory["done"].sum()) if self._memory is not None else "already"
+            raise _write_failed(self.path, exc, done) from exc
         return n
 
     def write_points(self, plan, points, results, session):
-        """Write finished points; the done mask is written last (a torn write leaves them not done)."""
+        """Write finished points: the chunks they touch, then (after a flush) the done mask."""
+        if self._memory is None:
+            self.read(plan, repair=True)
+        memory = self._memory
         idx = tuple(np.array(ix) for ix in np.unravel_index(np.asarray(points), plan.shape))
-        with signals_blocked(), h5py.File(self.path, "r+") as f:
-            for name in FIELDS:
-                if name == "lam":
-                    continue
-                ds = f[name]
-                arr = ds[...]
-                values = [res.get(name, np.nan) for res in results]
-                arr[idx] = np.asarray(values, dtype=arr.dtype)
+        done_before = int(memory["done"].sum())
+        for name in FIELDS:
+            if name == "lam":
+                continue
+            values = [res.get(name, np.nan) for res in results]
+            memory[name][idx] = np.asarray(values, dtype=memory[name].dtype)
+        memory["session"][idx] = session
+        with signals_held():
+            try:
+                # no chunk cache: a chunk goes to the file in the write call itself, so a failed write (a full
+                # disk) raises there, not later, ignored, when HDF5 evicts the chunk
+                f = open_h5_for_writing(self.path, rdcc_nbytes=0)
+            except (OSError, RuntimeError) as exc:
+                if isinstance(exc, StoreError):
+                    raise
+                raise _write_failed(self.path, exc, done_before) from exc
+            try:
+                with f:
+                    names = [n for n in FIELDS if n != "lam"] + ["session"]
+                    self._write_chunks(f, names, idx)
+                    f.flush()  # the points are on disk before the mask says so
+                    memory["done"][idx] = 1
+                    self._write_chunks(f, ["done"], idx)
+                    f.flush()
+            except (OSError, RuntimeError, ValueError) as exc:
+                memory["done"][idx] = 0  # as on disk: a session that goes on rewrites them
+                raise _write_failed(self.path, exc, done_before) from exc
+
+    def _write_chunks(self, f, names, idx):
+        for name in names:
+            ds = f[name]
+            arr = self._memory[name]
+            if ds.chunks is None:  # a store written before checksums: contiguous datasets, written whole
                 ds[...] = arr
-            sess = f["session"][...]
-            sess[idx] = session
-            f["session"][...] = sess
-            done = f["done"][...]
-            done[idx] = 1
-            f["done"][...] = done
-            f.flush()
+                continue
+            for sel in _touched_chunks(ds.shape, ds.chunks, idx):
+                ds[sel] = arr[sel]
+
+
+def _touched_chunks(shape, chunks, idx):
+    """The chunk selections of a dataset holding the grid points ``idx`` (index arrays of the grid axes)."""
+    lead = len(idx)
+    keys = set(zip(*(np.asarray(ix) // c for ix, c in zip(idx, chunks[:lead], strict=True)), strict=True))
+    trailing = [range(0, n, c) for n, c in zip(shape[lead:], chunks[lead:], strict=True)]
+    for key in sorted(keys):
+        head = tuple(slice(int(k) * c, min((int(k) + 1) * c, n))
+                     for k, c, n in zip(key, chunks[:lead], shape[:lead], strict=True))
+        for tail in itertools.product(*trailing):
+            yield head + tuple(slice(t, min(t + c, n)) for t, c, n in zip(tail, chunks[lead:], shape[lead:],
+                                                                            strict=True))
 
 
 def lock(path):

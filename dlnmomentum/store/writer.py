@@ -45,7 +45,7 @@ import h5py
 import numpy as np
 
 from .. import status as st
-from ..driver import Stopwatch, deferred_signals, drive
+from ..driver import Stopwatch, deferred_signals, drive, signals_held
 from ..results import Trajectory, block_fields, trajectory_from_fields
 from ..runs import registry
 from ..validate import as_float
@@ -59,11 +59,13 @@ from .files import (
     attr_str,
     fsync_dir,
     fsync_file,
+    memory_h5,
+    open_h5_for_writing,
     side_paths,
-    signals_blocked,
     type_name,
     utc_now,
     write_checkpoint_file,
+    write_h5_image,
 )
 from .format import (
     FORMAT_NAME,
@@ -152,9 +154,9 @@ class StoreWriter:
         self.queued_bytes = 0
         self.checkpoint_future = None
         self.failed = None
-        with signals_blocked():  # the worker thread inherits a mask without SIGINT/SIGTERM
+        with signals_held():  # the worker thread starts here and inherits a mask without SIGINT/SIGTERM
             self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dlnm-store")
-        self._io(self._open_job, setup)
+            self._io(self._open_job, setup)
         for key, arr in (pending or {}).items():
             if key in schema and len(arr):
                 self._push(key, np.asarray(arr))
@@ -193,11 +195,13 @@ class StoreWriter:
             self.queued_bytes -= nbytes
             future.exception()  # waits; the error itself is kept in self.failed
         if self.failed is not None:
-            raise StoreError(f"writing store {self.path} failed: {self.failed}") from self.failed
+            failed = self.failed
+            message = str(failed) if isinstance(failed, StoreError) else f"writing store {self.path} failed: {failed}"
+            raise StoreError(message) from failed
 
     def _open_job(self, setup):
         if setup is not None:
-            self.final_handles = setup(self.f)
+            self.f, self.final_handles = setup(self.f)
             self.tmp_path = None
         elif "final" in self.f:
             self.final_handles = final_handles(self.f["final"])
@@ -241,7 +245,7 @@ class StoreWriter:
         if set(fields) != set(self.schema):
             raise StoreError(f"store {self.path}: the run recorded fields {sorted(fields)}, the store holds "
                              f"{sorted(self.schema)}")
-        with signals_blocked():
+        with signals_held():
             for key, arr in fields.items():
                 self._push(key, np.asarray(arr)[:rows])
             self.rows += rows
@@ -266,7 +270,7 @@ class StoreWriter:
             if status == st.RUNNING or not self._consistent(run) or self.failed is not None:
                 self._abort()
                 return
-            with signals_blocked():
+            with signals_held():
                 self._finalise(run, status)
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
@@ -394,7 +398,7 @@ class StoreWriter:
         self.f.close()
         if not done:
             test_hook("close:reopen")
-            with h5py.File(self.path, "r+", libver="latest") as f:
+            with open_h5_for_writing(self.path, libver="latest") as f:  # waits for readers holding a lock
                 dims = Dims(run.problem.d)
                 write_final(f, dims, result, Trajectory, type(run.problem), complete=True)
                 if status == st.INTERRUPTED:
@@ -493,23 +497,24 @@ def _create(path, run, lock, checkpoint_every):
     """
     header = _new_header(run, None)
     schema = schema_from_fields(block_fields(run.new_block(0), 0, run.time_of_step)) if len(run.schedule) else {}
-    description = run.description()
+    description = run.description(arrays=True)
     initial = _initial_arrays(run)
     tmp = f"{path}.creating{os.getpid()}.tmp"
-    try:
-        f = h5py.File(tmp, "w", libver="latest")
-    except OSError as exc:
-        raise StoreError(f"cannot create store {path}: {exc}") from exc
+    f = memory_h5(tmp)  # the layout is built in memory and written by Python (see memory_h5)
 
-    def setup(f):
+    def setup(memory):
         template = template_result(type(run), run.problem, description, initial)
-        handles = write_layout(f, header, description, run.problem, initial, schema, template)
-        f.flush()
+        write_layout(memory, header, description, run.problem, initial, schema, template)
+        try:
+            write_h5_image(memory, tmp)
+        except OSError as exc:
+            raise StoreError(f"cannot create store {path}: {exc}; nothing was written") from exc
+        f = h5py.File(tmp, "r+", libver="latest")
         test_hook("create:layout")
         f.swmr_mode = True
         os.replace(tmp, path)
         fsync_dir(path)
-        return handles
+        return f, final_handles(f["final"])
 
     try:
         return StoreWriter(path, lock, run, schema, header, checkpoint_every=checkpoint_every, f=f, setup=setup,
@@ -602,7 +607,7 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
     with deferred_signals() as flag:
         lock = WriterLock.acquire(path, f"writing a {run.kind} run")
         try:
-            with signals_blocked():
+            with signals_held():
                 _remove_store_files(path)
                 writer = _create(path, run, lock, checkpoint_every)
         except BaseException:

@@ -8,32 +8,38 @@ from ..validate import as_float
 def parse_grid(text, name="grid"):
     """A 1-D grid from ``"start:stop:num"`` (linear), ``"start:stop:num:log"`` (geometric) or ``"a,b,c"``.
 
-    Both ends are included: ``parse_grid("1e-3:1e-1:3:log")`` is ``[1e-3, 1e-2, 1e-1]``.
+    Both ends are included: ``parse_grid("1e-3:1e-1:3:log")`` is ``[1e-3, 1e-2, 1e-1]``. A text of another
+    form is a ValueError naming ``name``, the allowed forms and the part that is wrong.
     """
     text = str(text).strip()
-    try:
-        if ":" in text:
-            parts = text.split(":")
-            if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] not in ("log", "lin")):
-                raise ValueError
-            start, stop, num = float(parts[0]), float(parts[1]), float(parts[2])
-            if not num.is_integer() or num < 1:
-                raise ValueError
-            num = int(num)
-            if len(parts) == 4 and parts[3] == "log":
-                if start <= 0 or stop <= 0:
-                    raise ValueError(f"{name}: a log grid needs positive ends, got {text!r}")
-                return np.geomspace(start, stop, num)
-            return np.linspace(start, stop, num)
-        values = [float(v) for v in text.split(",") if v.strip()]
-        if not values:
-            raise ValueError
-        return np.array(values)
-    except ValueError as exc:
-        if str(exc):
-            raise
-        raise ValueError(f"{name} must be 'start:stop:num', 'start:stop:num:log' or a comma list, "
-                         f"got {text!r}") from None
+    forms = "'start:stop:num', 'start:stop:num:log' or a comma list of numbers"
+
+    def bad(why):
+        return ValueError(f"{name} must be {forms}; got {text!r} ({why})")
+
+    def number(part, what):
+        try:
+            return float(part)
+        except ValueError:
+            raise bad(f"{what} {part.strip()!r} is not a number") from None
+
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] not in ("log", "lin")):
+            raise bad("expected start:stop:num with an optional :log or :lin")
+        start, stop, num = number(parts[0], "start"), number(parts[1], "stop"), number(parts[2], "num")
+        if not num.is_integer() or num < 1:
+            raise bad(f"num must be an integer >= 1, got {parts[2].strip()!r}")
+        num = int(num)
+        if len(parts) == 4 and parts[3] == "log":
+            if start <= 0 or stop <= 0:
+                raise bad("a log grid needs positive ends")
+            return np.geomspace(start, stop, num)
+        return np.linspace(start, stop, num)
+    values = [number(v, "value") for v in text.split(",") if v.strip()]
+    if not values:
+        raise bad("no values")
+    return np.array(values)
 
 
 def as_grid(name, values, *, low=None, high=None, low_open=False, high_open=False):

@@ -119,6 +119,29 @@ class Sweep:
         return "\n".join(summary_lines(self))
 
 
+def summary_dict(sw):
+    """What :func:`summary_lines` says, as a JSON-able dict (``dlnm inspect --json`` of a sweep store)."""
+    cfg = sw.config
+    done = sw.done
+    out = {"kind": cfg.get("kind"), "dims": list(sw.dims), "shape": list(sw.shape), "path": sw.path,
+           "config": to_jsonable(cfg), "done": int(done.sum()), "points": int(done.size),
+           "complete": sw.complete, "sessions": cfg.get("sessions")}
+    if done.any():
+        status = np.asarray(sw.data["status"])[done]
+        out["status"] = {_status_label(c): int((status == c).sum()) for c in np.unique(status)}
+        out["crossed"] = int(np.asarray(sw.data["crossed"])[done].sum())
+        stats = {}
+        for name in ("test_loss", "train_loss", "delta_inf_norm", "l1_norm", "prediction_gap",
+                     "normalized_distance"):
+            vals = np.asarray(sw.data[name], dtype=float)[done]
+            vals = vals[np.isfinite(vals)]
+            if vals.size:
+                stats[name] = {"min": float(vals.min()), "median": float(np.median(vals)),
+                               "max": float(vals.max()), "finite": int(vals.size)}
+        out["fields"] = stats
+    return out
+
+
 def summary_lines(sw):
     """The lines of :meth:`Sweep.summary` (and of ``dlnm inspect`` on a sweep store)."""
     cfg = sw.config

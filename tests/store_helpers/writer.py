@@ -5,8 +5,11 @@ Usage: ``python writer.py SPEC_JSON``, where the spec holds
 * ``path``: the store; ``action``: ``"run"`` (a new stored MGD run) or ``"resume"``;
 * run parameters: ``gamma``, ``beta``, ``steps``, ``record`` (``{"log": 200}`` ...),
   ``batch_size``, ``seed``, ``chunk_steps`` (small, for many chunks), ``checkpoint_every``;
-* ``kill``: optional ``{"point": "<hook point>", "count": N, "signal": "KILL" | "TERM"}``: at the
-  N-th time the store passes that point the process sends itself the signal;
+* ``kill``: optional ``{"point": "<hook point>", "count": N, "signal": "KILL" | "TERM" | "INT"}`` (or a
+  list of them): at the N-th time the store passes that point the process sends itself the signal;
+* ``idle_thread``: optional bool: start a thread that only sleeps, with no signal blocked (like numba's
+  worker threads: the OS may deliver a process-directed signal to it);
+* ``sigint_ignored``: optional bool: ignore SIGINT before running (a background job, ``nohup``);
 * ``pause_at_chunk``: optional N: after N chunks print ``PAUSED`` and sleep (for lock tests);
 * ``slow``: optional seconds to sleep after each chunk (gives external killers time).
 
@@ -17,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -34,17 +38,24 @@ def problem():
 def main():
     spec = json.loads(sys.argv[1])
     counts = {}
-    kill = spec.get("kill")
+    kills = spec.get("kill") or []
+    kills = [kills] if isinstance(kills, dict) else kills
+    if spec.get("idle_thread"):
+        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+    # as started from a terminal (Ctrl-C delivered), also when the test suite runs with SIGINT ignored, whose
+    # children inherit that; or, asked for, as a background job
+    signal.signal(signal.SIGINT, signal.SIG_IGN if spec.get("sigint_ignored") else signal.default_int_handler)
     pause = spec.get("pause_at_chunk")
     slow = spec.get("slow", 0.0)
 
     def hook(point):
         counts[point] = counts.get(point, 0) + 1
-        if kill and point == kill["point"] and counts[point] == kill["count"]:
-            sys.stdout.flush()
-            os.kill(os.getpid(), getattr(signal, "SIG" + kill.get("signal", "KILL")))
-            if kill.get("signal", "KILL") == "KILL":
-                time.sleep(60)  # never returns
+        for kill in kills:
+            if point == kill["point"] and counts[point] == kill["count"]:
+                sys.stdout.flush()
+                os.kill(os.getpid(), getattr(signal, "SIG" + kill.get("signal", "KILL")))
+                if kill.get("signal", "KILL") == "KILL":
+                    time.sleep(60)  # never returns
         if point == "chunk":
             if pause is not None and counts[point] == pause:
                 print("PAUSED", flush=True)

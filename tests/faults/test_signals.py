@@ -1,0 +1,150 @@
+"""Signals: a second Ctrl-C during finalisation, SIGINT inherited as ignored, atomic sections.
+
+Python runs signal handlers in the main thread, but the OS delivers a process-directed signal to any
+thread that does not block it (numba's workers, a library's threads): blocking SIGINT in the main
+thread alone let a second Ctrl-C raise ``KeyboardInterrupt`` inside a store's finalisation, which left
+the store ``crashed``. The writers here keep an idle thread with no signal blocked, as such a process
+has.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from signal_helpers import sigint_default
+from store_checks import HELPER, ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, run_helper
+
+from dlnmomentum import store as S
+from dlnmomentum.driver import deferred_signals, signals_held
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted run of SPEC, stored by the same helper (independent of the runs under test)."""
+    path = tmp_path_factory.mktemp("ref") / "ref.h5"
+    out = run_helper(dict(SPEC, path=str(path), action="run", slow=0.0))
+    assert out.returncode == 0, out.stderr
+    return S.open_store(path).result, path
+
+
+def check_resumed(path, reference):
+    live, ref_path = reference
+    assert_same_result(live, S.resume(path))
+    assert_same_result(live, S.open_store(path).result)
+    assert_same_rows(path, ref_path)
+
+
+def _idle_thread():
+    """A thread that blocks no signal: the OS may hand it a signal the main thread blocks."""
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, daemon=True)
+    thread.start()
+    return stop
+
+
+def test_signals_held_defers_a_signal_delivered_to_another_thread():
+    stop = _idle_thread()
+    reached_end = False
+    try:
+        with sigint_default(), pytest.raises(KeyboardInterrupt):
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # plenty of bytecode boundaries at which a handler could run
+                reached_end = True
+    finally:
+        stop.set()
+    assert reached_end  # the KeyboardInterrupt came after the block, not inside it
+
+
+def test_deferred_signals_respects_an_inherited_sig_ign():
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with deferred_signals() as flag:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # not replaced
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.02)
+            assert flag["signum"] is None
+            os.kill(os.getpid(), signal.SIGTERM)  # still a stop request
+            time.sleep(0.02)
+            assert flag["signum"] == signal.SIGTERM
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("point", ["close:start", "close:reopen"])
+def test_second_ctrl_c_inside_finalisation_keeps_the_store(tmp_path, reference, point):
+    """Ctrl-C, then a second Ctrl-C while the writer finalises: the store is ``interrupted`` and whole."""
+    path = tmp_path / "r.h5"
+    kills = [{"point": "chunk", "count": 6, "signal": "INT"}, {"point": point, "count": 1, "signal": "INT"}]
+    out = run_helper(dict(SPEC, path=str(path), action="run", idle_thread=True, kill=kills))
+    # the second Ctrl-C means "now": it surfaces as KeyboardInterrupt, but only once the file is closed
+    assert out.returncode == -signal.SIGINT and "KeyboardInterrupt" in out.stderr, out.stderr
+    s = S.open_store(path)
+    assert s.state == "interrupted" and s.checkpoint is not None, s
+    check_resumed(path, reference)
+
+
+#: A run of 400 short chunks (no pause between them), so that the writer reaches its finalisation about
+#: 1-3 ms after the first Ctrl-C: the window where the second one used to land.
+FAST = dict(SPEC, steps=2_000_000, slow=0.0, record={"every": 1000})
+DOUBLE_CTRL_C_DELAYS_MS = [0, 1, 2, 3, 4, 6, 8, 10]
+
+
+@pytest.mark.slow
+def test_double_ctrl_c_from_outside_never_crashes_the_store(tmp_path):
+    """A user's double Ctrl-C, 0-10 ms apart, at a running writer: every store is resumable bit for bit."""
+    ref_path = tmp_path / "ref.h5"
+    out = run_helper(dict(FAST, path=str(ref_path), action="run"))
+    assert out.returncode == 0, out.stderr
+    reference = (S.open_store(ref_path).result, ref_path)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    for delay in DOUBLE_CTRL_C_DELAYS_MS:
+        path = tmp_path / f"r{delay}.h5"
+        spec = dict(FAST, path=str(path), action="run", idle_thread=True)
+        proc = subprocess.Popen([sys.executable, HELPER, json.dumps(spec)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        try:
+            for line in proc.stdout:
+                if line.startswith("CHUNK 20"):
+                    break
+            proc.send_signal(signal.SIGINT)
+            time.sleep(delay / 1000)
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode in (0, -signal.SIGINT), (delay, stderr)
+        s = S.open_store(path)
+        assert s.state == "interrupted", (delay, s.state, stderr)
+        check_resumed(path, reference)
+
+
+def test_sigint_inherited_as_ignored_does_not_stop_a_run_but_sigterm_does(tmp_path, reference):
+    path = tmp_path / "r.h5"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    spec = dict(SPEC, path=str(path), action="run", sigint_ignored=True)
+    proc = subprocess.Popen([sys.executable, HELPER, json.dumps(spec)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        for line in proc.stdout:
+            if line.startswith("CHUNK 3"):
+                proc.send_signal(signal.SIGINT)  # ignored, as its parent asked
+            if line.startswith("CHUNK 12"):
+                proc.send_signal(signal.SIGTERM)
+                break
+        stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, stderr
+    status = stdout.split("STATUS ", 1)[1].split()
+    assert status[0] == "interrupted" and int(status[1]) >= 12 * SPEC["chunk_steps"], stdout
+    assert S.open_store(path).state == "interrupted"
+    check_resumed(path, reference)

@@ -1,0 +1,90 @@
+"""Helpers shared by the store tests (``test_store.py``, ``faults/``): writer subprocesses, opening in
+a fresh process, and bit-for-bit comparison of results and stored rows."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HELPER = os.path.join(HERE, "store_helpers", "writer.py")
+ROOT = os.path.dirname(HERE)
+TIMEOUT = 120
+
+#: The run the crash tests kill and resume: 40 chunks, ~250 recorded rows, a checkpoint after every
+#: chunk (the writer skips a checkpoint while the previous one is still being written: ``slow`` pauses
+#: 10 ms after each chunk so that the kill points below are reached).
+SPEC = {"gamma": 0.05, "beta": 0.8, "steps": 200_000, "record": {"log": 300}, "chunk_steps": 5000,
+        "checkpoint_every": 0.0, "slow": 0.01}
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def run_helper(spec, timeout=TIMEOUT):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, HELPER, json.dumps(spec)], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=ROOT)
+
+
+def open_in_subprocess(path, timeout=60):
+    """Open the store in a fresh process (a hang fails the test through the timeout)."""
+    code = ("import sys, json, dlnmomentum.store as S\n"
+            "try:\n"
+            "    s = S.open_store(sys.argv[1])\n"
+            "    print(json.dumps({'ok': True, 'state': s.state, 'rows': s.rows, 'status': s.status_name}))\n"
+            "except Exception as e:\n"
+            "    print(json.dumps({'ok': False, 'type': type(e).__name__, 'message': str(e),\n"
+            "                      'oserror': isinstance(e, OSError)}))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                         timeout=timeout, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def assert_same_result(a, b):
+    """Every field of two results equal, bit for bit (NaN == NaN), same types and dtypes."""
+    assert type(a) is type(b)
+    for field in dataclasses.fields(a):
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if field.name == "trajectory":
+            assert (x is None) == (y is None)
+            if x is not None:
+                fx, fy = x.fields(), y.fields()
+                assert fx.keys() == fy.keys()
+                for k in fx:
+                    assert fx[k].dtype == fy[k].dtype and fx[k].shape == fy[k].shape, k
+                    assert np.array_equal(fx[k], fy[k], equal_nan=True), k
+        elif field.name == "problem":
+            for name in ("X", "y", "X_test", "y_test", "theta_star", "hessian", "b"):
+                u, v = getattr(x, name), getattr(y, name)
+                assert (u is None) == (v is None) and (u is None or np.array_equal(u, v)), name
+            assert x.params == y.params
+        elif isinstance(x, np.ndarray):
+            assert isinstance(y, np.ndarray) and x.dtype == y.dtype and x.shape == y.shape, field.name
+            assert x.tobytes() == y.tobytes(), field.name
+        else:
+            assert type(x) is type(y), (field.name, type(x), type(y))
+            assert x == y or (x != x and y != y), (field.name, x, y)
+
+
+def observable_arrays(path):
+    with h5py.File(path, "r") as f:
+        out = {}
+        for key, obj in f["observables"].items():
+            ds = obj if isinstance(obj, h5py.Dataset) else obj["value"]
+            out[key] = ds[()]
+        return out
+
+
+def assert_same_rows(path, ref_path):
+    a, b = observable_arrays(path), observable_arrays(ref_path)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, key
+        assert a[key].tobytes() == b[key].tobytes(), key
+
+
