@@ -151,10 +151,11 @@ class NetworkRun(RunStateMixin):
     def kind(self):
         return self.config.kind
 
-    def description(self):
-        """Hyperparameters and schedule as a JSON-serialisable dict."""
+    def description(self, arrays=False):
+        """Hyperparameters and schedule as a JSON-serialisable dict (``arrays``: the schedule as its int64
+        array, for stores), as :meth:`dlnmomentum.runs.mgd.MGDRun.description`."""
         return {"family": self.family, "kind": self.kind, "config": self.config._asdict(),
-                "schedule": self.schedule.tolist()}
+                "schedule": self.schedule if arrays else self.schedule.tolist()}
 
     @classmethod
     def rebuild(cls, problem, description, u0, v0=None):

@@ -16,8 +16,9 @@ import time
 import h5py
 import numpy as np
 
+from ..driver import signals_held
 from ..runs.network import POINT_FIELDS
-from .files import StoreCorruptError, StoreError, WriterLock, attr_str, signals_blocked, to_jsonable
+from .files import StoreCorruptError, StoreError, WriterLock, attr_str, to_jsonable
 from .format import Dims, read_problem, write_problem
 
 FORMAT_NAME = "dlnmomentum-network-sweep"
@@ -86,7 +87,7 @@ def start_session(path):
 
 def write_points(path, index, values, session):
     """Write finished points (``index``: tuple of index arrays; ``values``: field -> array); ``done`` last."""
-    with signals_blocked(), h5py.File(path, "r+") as f:
+    with signals_held(), h5py.File(path, "r+") as f:
         for name in POINT_FIELDS:
             arr = f[name][...]
             arr[index] = values[name]
