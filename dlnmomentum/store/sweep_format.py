@@ -9,7 +9,7 @@ the sweep ran on a given :class:`~dlnmomentum.Problem`. Opens in xarray
 
 How a sweep store survives crashes, full disks and damage
 ---------------------------------------------------------
-* Since 0.3.1 every dataset carries HDF5's Fletcher32 checksum (chunked: one chunk per line of the last
+* Since 0.3.0 every dataset carries HDF5's Fletcher32 checksum (chunked: one chunk per line of the last
   grid axis, so every chunk is whole and is rewritten without being read), and the superblock has
   HDF5's status flags (``libver="latest"``), which let readers open it without a file lock (see
   :func:`dlnmomentum.store.files.open_h5`): a reader never blocks the writer.
