@@ -485,6 +485,8 @@ def open_h5(path, wait=READ_WAIT):
                         f"store {path} was left open by a writer that died outside its streaming phase; "
                         f"`dlnm resume {path}` (dlnmomentum.resume) or, for a sweep, `dlnm sweep --store "
                         f"{path} --resume` repairs it") from last
+        elif "truncated file" in msg and lock_holder(path, ignore_self=True) is not None:
+            pass  # a live writer is extending the file under this unlocked reader: wait and retry
         elif "unable to lock" not in msg:
             raise _open_error(path, last) from last
         delay = _backoff(deadline, delay)
