@@ -212,11 +212,16 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
 
 # -- sweeps --------------------------------------------------------------------------------------------
 
-def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_max=None, reps=1,
+def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, steps=None, t_max=None, reps=1,
           batch_size=None, seed=0, store=None, tol=None, progress=None, alpha=0.01, replace=False,
           gradient="auto", block_size=None, theory=False, theory_tol=1e-8, resume=False, overwrite=False,
           log=None, wave_size=None, device="cpu"):
-    r"""Run MGD/SMGD over a (β, γ) grid, or MGF(λ) over a λ line, for ``reps`` data sets.
+    r"""Run MGD/SMGD over a (β, γ) grid, constant-λ lines or (γ, β) pairs, or MGF(λ) over a λ line, for ``reps`` data sets.
+
+    Designs (:mod:`dlnmomentum.sweeps.plan`): ``gammas`` and ``betas`` — a (β, γ) grid; ``lams`` and
+    ``betas`` with ``steps`` — MGD on constant-λ lines, γ = λ(1-β)² (dims ``(rep, beta, lam)``);
+    ``pairs=[(γ, β), ...]`` — a list of MGD points (dims ``(rep, pair)``); ``lams`` with ``t_max`` —
+    MGF(λ) on a λ line. Every point's ``gamma``, ``beta`` and ``lam`` are fields of the result.
 
     Parameters
     ----------
@@ -229,7 +234,9 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
         Step sizes γ > 0 and momenta β in [0, 1) of a discrete sweep (strings as in
         :func:`parse_grid`, e.g. ``"1e-3:1e-1:20:log"``).
     lams : sequence of float or str
-        λ ≥ 0 of a flow sweep (λ = 0: gradient flow).
+        λ ≥ 0 of a flow sweep (λ = 0: gradient flow); with ``betas``, λ > 0 of MGD's constant-λ lines.
+    pairs : sequence of (float, float)
+        (γ, β) of each MGD point (γ > 0, β in [0, 1)).
     steps : int
         Updates per discrete run (as ``steps`` of :func:`dlnmomentum.mgd`).
     t_max : float
@@ -289,7 +296,7 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
                               tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
                               overwrite=overwrite, wave_size=wave_size, log=log)
     config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
-                                        seed, tol, alpha, replace, gradient, theory, theory_tol)
+                                        seed, tol, alpha, replace, gradient, theory, theory_tol, pairs=pairs)
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     plan = Plan(config, problem)

@@ -295,8 +295,10 @@ def test_parse_grid_and_validation(problem):
         sweep(problem, gammas=[0.1], betas=[0.5], steps=10, block_size=6)
     with pytest.raises(ValueError, match="steps"):
         sweep(problem, gammas=[0.1], betas=[0.5])
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="not all three"):
         sweep(problem, gammas=[0.1], betas=[0.5], lams=[0.1], steps=10)
+    with pytest.raises(ValueError, match="not both"):
+        sweep(problem, gammas=[0.1], lams=[0.1], steps=10)
     with pytest.raises(ValueError, match="reps"):
         sweep(problem, gammas=[0.1], betas=[0.5], steps=10, reps=2)
     with pytest.raises(ValueError, match="seed"):

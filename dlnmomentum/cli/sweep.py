@@ -33,13 +33,14 @@ def _cmd_sweep(args):
         result = resume_sweep(args.store, progress=progress, block_size=args.block_size, log=log,
                               wave_size=args.wave_size, device=args.device)
     else:
-        if args.lams is None and (args.gammas is None or args.betas is None):
-            raise ValueError("dlnm sweep needs --gammas and --betas (or --lams), or --resume with an "
-                             "existing --store")
+        if args.lams is None and args.pairs is None and (args.gammas is None or args.betas is None):
+            raise ValueError("dlnm sweep needs --gammas and --betas, --lams (with --betas: constant-lambda lines "
+                             "of MGD), or --pairs, or --resume with an existing --store")
         spec = {"n": args.n, "d": args.d, "s": args.s, "mu": args.mu, "sigma": args.sigma,
                 "n_test": args.n_test}
         problem_from_args(args)  # validates the data arguments
-        result = sweep(spec, gammas=args.gammas, betas=args.betas, lams=args.lams, steps=args.steps,
+        result = sweep(spec, gammas=args.gammas, betas=args.betas, lams=args.lams, pairs=args.pairs,
+                       steps=args.steps,
                        t_max=args.t_max, reps=args.reps, batch_size=args.batch_size, seed=args.data_seed,
                        store=args.store, tol=args.tol, progress=progress, alpha=args.alpha,
                        replace=args.replace, gradient=args.gradient, block_size=args.block_size,
@@ -71,6 +72,25 @@ def _grid(option):
     return parse
 
 
+def _pairs(text):
+    """``--pairs 'g/b,g/b'``: a list of (gamma, beta); a malformed entry is named."""
+    out = []
+    for item in str(text).split(","):
+        if not item.strip():
+            continue
+        parts = item.split("/")
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            out.append((float(parts[0]), float(parts[1])))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--pairs must be 'gamma/beta,gamma/beta,...'; got {item.strip()!r} "
+                                             "in it") from None
+    if not out:
+        raise argparse.ArgumentTypeError("--pairs must name at least one gamma/beta pair")
+    return out
+
+
 def register(subparsers):
     """Add ``dlnm sweep``."""
     p = subparsers.add_parser(
@@ -83,7 +103,10 @@ def register(subparsers):
     p.add_argument("--gammas", type=_grid("--gammas"), default=None, help="step sizes gamma")
     p.add_argument("--betas", type=_grid("--betas"), default=None, help="momenta beta in [0, 1)")
     p.add_argument("--lams", type=_grid("--lams"), default=None,
-                   help="lambda values of a flow sweep (0 = gradient flow)")
+                   help="lambda values of a flow sweep (0 = gradient flow); with --betas and --steps: MGD on "
+                   "constant-lambda lines, gamma = lambda (1-beta)^2")
+    p.add_argument("--pairs", type=_pairs, default=None,
+                   help="MGD points as 'gamma/beta,gamma/beta,...' (e.g. 0.01/0.9,0.1/0)")
     p.add_argument("--steps", type=parse_int, default=None, help="updates per discrete run, e.g. 1e6")
     p.add_argument("--t-max", type=float, default=None, help="end time of a flow sweep")
     p.add_argument("--reps", type=int, default=1, help="data replications (default 1)")

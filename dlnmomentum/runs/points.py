@@ -6,12 +6,45 @@ uses — so a sweep point equals the single run bit for bit; flow points come fr
 :class:`~dlnmomentum.runs.flow.FlowResult` of the run itself.
 """
 
+import enum
 import warnings
 
 import numpy as np
 
+from ..kernels import layout as KL
 from ..status import Status
 from .mgd import derived_fields
+
+
+class TheoryReason(enum.IntEnum):
+    """Why a sweep point's theory fields hold a value, or why they do not (the ``theory_reason`` field).
+
+    A theory field that cannot be computed is NaN *and* says why here: never a silent NaN.
+    """
+
+    COMPUTED = 0
+    NOT_REQUESTED = 1
+    NOT_CONVERGED = 2
+    DIVERGED = 3
+    SOLVER_FAILED = 4
+    INTERRUPTED = 5
+    NOT_RECORDED = 6
+
+    @property
+    def message(self):
+        return _THEORY_MESSAGES[self]
+
+
+_THEORY_MESSAGES = {
+    TheoryReason.COMPUTED: "computed",
+    TheoryReason.NOT_REQUESTED: "not requested (theory=False)",
+    TheoryReason.NOT_CONVERGED: "not converged: the theorems describe the limit; status is not 'converged' and "
+                                "the final train loss is above theory_tol",
+    TheoryReason.DIVERGED: "the run diverged",
+    TheoryReason.SOLVER_FAILED: "the implicit-bias solver failed (see the warning it raised)",
+    TheoryReason.INTERRUPTED: "the run was interrupted",
+    TheoryReason.NOT_RECORDED: "not recorded (a sweep store written before format 2)",
+}
 
 #: Scalar fields: name -> (dtype, description).
 SCALAR_FIELDS = {
@@ -23,41 +56,84 @@ SCALAR_FIELDS = {
     "status": (np.int8, "run status: " + ", ".join(f"{int(s)} {s.label}" for s in Status if s)
                + " (dlnmomentum.Status)"),
     "steps_done": (np.int64, "updates (MGD/SMGD) or integration steps (flows) done"),
-    "lam": (np.float64, "lambda = gamma/(1-beta)^2 (Proposition 1)"),
-    "prediction_gap": (np.float64, "Theorem 2 prediction gap (theory=True; NaN if not computed)"),
+    "sign_changes": (np.int64, "number of sign changes of w_plus and w_minus, all coordinates together"),
+    "prediction_gap": (np.float64, "Theorem 1/2 prediction gap ||theta - theta_pred||/||theta_pred|| "
+                                   "(theory=True; NaN when not computed: see theory_reason)"),
     "normalized_distance": (np.float64,
-                            "||theta - theta_GF(Delta_inf)||/||theta_GF(Delta_inf)|| (theory=True)"),
+                            "||theta - theta_GF(Delta_inf)||/||theta_GF(Delta_inf)||, the distance to the "
+                            "Delta_inf-only prediction (theory=True)"),
+    "pred_train_loss": (np.float64, "train loss of the predicted limit theta_pred (theory=True)"),
+    "pred_test_loss": (np.float64, "test loss of the predicted limit theta_pred (theory=True)"),
+    "theory_reason": (np.int8, "why the theory fields hold a value or NaN: "
+                      + ", ".join(f"{int(r)} {r.name.lower()}" for r in TheoryReason)
+                      + " (dlnmomentum.runs.points.TheoryReason)"),
 }
 #: Vector fields (a trailing ``coord`` axis): name -> (dtype, description).
 VECTOR_FIELDS = {
     "s_plus": (np.float64, "S_plus of Lemma 4 (I_plus of Theorem 1 for flows)"),
     "s_minus": (np.float64, "S_minus of Lemma 4 (I_minus of Theorem 1 for flows)"),
     "theta": (np.float64, "final theta"),
+    "delta_inf": (np.float64, "Delta_inf = |w_plus w_minus| at the end of the run"),
+    "theta0_tilde": (np.float64, "the perturbed initialisation theta0_tilde of Theorems 1-2"),
+    "theta_pred": (np.float64, "the predicted limit argmin_{X theta = y} D_psi_Delta_inf(theta, theta0_tilde) "
+                               "(theory=True)"),
 }
 FIELDS = tuple(SCALAR_FIELDS) + tuple(VECTOR_FIELDS)
-THEORY_FIELDS = ("prediction_gap", "normalized_distance")
+#: The run parameters of a point (a dim, or an array over the grid computed from the sweep's configuration).
+PARAMETER_FIELDS = {
+    "gamma": (np.float64, "step size gamma of the MGD/SMGD run"),
+    "beta": (np.float64, "momentum beta of the MGD/SMGD run"),
+    "lam": (np.float64, "lambda = gamma/(1-beta)^2 (Proposition 1), the MGF parameter"),
+}
+THEORY_FIELDS = ("prediction_gap", "normalized_distance", "pred_train_loss", "pred_test_loss", "theta_pred")
+#: Fields added by sweep-store format 2, with the value a store written before holds for them (NaN, -1:
+#: unknown, NOT_RECORDED); a session that continues such a store adds the datasets.
+ADDED_IN_V2 = {"sign_changes": -1, "pred_train_loss": np.nan, "pred_test_loss": np.nan,
+               "theory_reason": int(TheoryReason.NOT_RECORDED), "delta_inf": np.nan, "theta0_tilde": np.nan,
+               "theta_pred": np.nan}
 
 
 def field_description(name):
     """The description of a point field (its name for an unknown one)."""
-    return (SCALAR_FIELDS.get(name) or VECTOR_FIELDS.get(name) or (None, name))[1]
+    return (SCALAR_FIELDS.get(name) or VECTOR_FIELDS.get(name) or PARAMETER_FIELDS.get(name) or (None, name))[1]
+
+
+def no_theory(d, reason=TheoryReason.NOT_REQUESTED):
+    """The theory fields of a point without a prediction: NaN, and ``theory_reason`` saying why."""
+    return {"prediction_gap": np.nan, "normalized_distance": np.nan, "pred_train_loss": np.nan,
+            "pred_test_loss": np.nan, "theta_pred": np.full(d, np.nan), "theory_reason": int(reason)}
+
+
+def converged(status, train_loss, theory_tol):
+    """The theorems' premise: status ``converged``, or ``max_steps`` with a final train loss ``<= theory_tol``."""
+    return status == Status.CONVERGED or (status == Status.MAX_STEPS and train_loss <= theory_tol)
 
 
 def theory_fields(problem, theta, delta_inf, theta0_tilde, status, train_loss, theory_tol):
-    """Theorem 1/2's prediction gap and normalised distance of a converged point (else NaN, NaN).
+    """Theorem 1/2's prediction of a converged point, as sweep fields (see :class:`TheoryReason`).
 
-    Converged: status ``converged``, or ``max_steps`` with a final train loss ``<= theory_tol``.
+    Returns a dict with ``prediction_gap``, ``normalized_distance``, ``pred_train_loss``,
+    ``pred_test_loss``, ``theta_pred`` and ``theory_reason``; for a point that is not converged
+    (:func:`converged`) the values are NaN and ``theory_reason`` says why.
     """
-    if not (status == Status.CONVERGED or (status == Status.MAX_STEPS and train_loss <= theory_tol)):
-        return np.nan, np.nan
+    out = no_theory(np.asarray(theta).shape[0])
+    if status == Status.DIVERGED:
+        return dict(out, theory_reason=int(TheoryReason.DIVERGED))
+    if status == Status.INTERRUPTED:
+        return dict(out, theory_reason=int(TheoryReason.INTERRUPTED))
+    if not converged(status, train_loss, theory_tol):
+        return dict(out, theory_reason=int(TheoryReason.NOT_CONVERGED))
     from ..theory import predict
 
     try:
         pred = predict(problem.X, problem.y, delta_inf, theta0_tilde, theta)
     except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
         warnings.warn(f"theory prediction failed for a sweep point: {exc}", RuntimeWarning, stacklevel=3)
-        return np.nan, np.nan
-    return float(pred.prediction_gap), float(pred.normalized_distance)
+        return dict(out, theory_reason=int(TheoryReason.SOLVER_FAILED))
+    tp = np.asarray(pred.predicted_theta, dtype=np.float64)
+    return {"prediction_gap": float(pred.prediction_gap), "normalized_distance": float(pred.normalized_distance),
+            "pred_train_loss": problem.train_loss(tp), "pred_test_loss": problem.test_loss(tp), "theta_pred": tp,
+            "theory_reason": int(TheoryReason.COMPUTED)}
 
 
 def mgd_point(problem, beta, fstate, istate, status, steps_done, w_plus0, w_minus0, theory, theory_tol):
@@ -70,10 +146,12 @@ def mgd_point(problem, beta, fstate, istate, status, steps_done, w_plus0, w_minu
     out = {"test_loss": problem.test_loss(theta), "train_loss": train_loss,
            "delta_inf_norm": delta_norm, "l1_norm": float(np.abs(theta).sum()),
            "crossed": int(f["crossed"]), "status": int(status), "steps_done": int(steps_done),
-           "s_plus": f["s_plus"], "s_minus": f["s_minus"], "theta": theta}
+           "sign_changes": int(istate[KL.CROSS_PLUS].sum() + istate[KL.CROSS_MINUS].sum()),
+           "s_plus": f["s_plus"], "s_minus": f["s_minus"], "theta": theta, "delta_inf": f["delta_inf"],
+           "theta0_tilde": f["theta0_tilde"]}
+    out.update(no_theory(theta.shape[0]))
     if theory:
-        out["prediction_gap"], out["normalized_distance"] = theory_fields(
-            problem, theta, f["delta_inf"], f["theta0_tilde"], status, train_loss, theory_tol)
+        out.update(theory_fields(problem, theta, f["delta_inf"], f["theta0_tilde"], status, train_loss, theory_tol))
     return out
 
 
@@ -82,10 +160,12 @@ def flow_point(result, problem, theory, theory_tol):
     out = {"test_loss": result.test_loss, "train_loss": result.train_loss,
            "delta_inf_norm": float(np.linalg.norm(result.delta_inf)), "l1_norm": result.l1_norm,
            "crossed": int(result.crossed), "status": int(result.status), "steps_done": int(result.steps_done),
+           "sign_changes": int(result.n_crossings),
            "s_plus": np.asarray(result.i_plus), "s_minus": np.asarray(result.i_minus),
-           "theta": np.asarray(result.theta)}
+           "theta": np.asarray(result.theta), "delta_inf": np.asarray(result.delta_inf),
+           "theta0_tilde": np.asarray(result.theta0_tilde)}
+    out.update(no_theory(out["theta"].shape[0]))
     if theory:
-        out["prediction_gap"], out["normalized_distance"] = theory_fields(
-            problem, np.asarray(result.theta), np.asarray(result.delta_inf), np.asarray(result.theta0_tilde),
-            result.status, result.train_loss, theory_tol)
+        out.update(theory_fields(problem, np.asarray(result.theta), np.asarray(result.delta_inf),
+                                 np.asarray(result.theta0_tilde), result.status, result.train_loss, theory_tol))
     return out

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..driver import signals_held
 from ..problem import Problem
-from ..runs.points import FIELDS, SCALAR_FIELDS, VECTOR_FIELDS
+from ..runs.points import ADDED_IN_V2, FIELDS, PARAMETER_FIELDS, SCALAR_FIELDS, VECTOR_FIELDS
 from .files import (
     READ_ERRORS,
     StoreCorruptError,
@@ -50,7 +50,11 @@ from .files import (
 )
 
 FORMAT_NAME = "dlnmomentum-sweep"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Format history: 1 (0.2.0-0.3.0); 2 (0.4.0): designs (``lam-grid``, ``pairs``; the point parameters
+#: ``gamma``, ``beta``, ``lam`` that are not dims as datasets over the grid) and the fields
+#: :data:`~dlnmomentum.runs.points.ADDED_IN_V2`. A format-1 store is read (the new fields as NaN / -1 /
+#: ``NOT_RECORDED``) and continued (the first session adds their datasets).
 
 #: Datasets of the grid with their fill value: the point fields, then ``session`` and ``done``.
 MASKS = {"session": (np.int16, 0), "done": (np.uint8, 0)}
@@ -118,13 +122,15 @@ class SweepFile:
             ds = f.create_dataset(name, data=coords[name], fletcher32=True)
             ds.make_scale(name)
         for name, (dtype, desc) in SCALAR_FIELDS.items():
-            if name == "lam" and not plan.discrete:
-                continue  # a flow sweep's lambda is its dimension scale
             self._field(f, plan, name, dtype, desc, vector=False)
         for name, (dtype, desc) in VECTOR_FIELDS.items():
             self._field(f, plan, name, dtype, desc, vector=True)
-        if plan.discrete:
-            f["lam"][...] = plan.lam_grid()
+        for name, values in plan.parameters().items():  # for xarray and h5py users; readers use the config
+            if name in plan.dims:
+                continue
+            dtype, desc = PARAMETER_FIELDS[name]
+            self._field(f, plan, name, dtype, desc, vector=False)
+            f[name][...] = values
         self._field(f, plan, "done", np.uint8, "1 where the point has been computed and written", False)
         self._field(f, plan, "session", np.int16, "the run (1, 2, ...) of the sweep that computed the point, "
                     "0: none", False)
@@ -194,16 +200,18 @@ class SweepFile:
     def _read(self, plan, repair):
         f, _ = open_h5(self.path)
         with f, reading(self.path):
-            names = [n for n in FIELDS if not (n == "lam" and not plan.discrete)] + list(MASKS)
+            names = list(FIELDS) + list(MASKS)
             arrays, damaged = {}, np.zeros(plan.shape, dtype=bool)
             for name in names:
                 if name not in f:
+                    if name in ADDED_IN_V2:  # a format-1 store
+                        arrays[name] = self._added_field(name, plan)
+                        continue
                     raise StoreCorruptError(f"sweep store {self.path} is incomplete: no dataset /{name}")
                 arrays[name] = self._read_grid(f[name], plan, damaged if repair else None)
             config = json.loads(attr_str(f.attrs["config"]))
             config["sessions"] = int(f.attrs.get("sessions", 0))
-        if not plan.discrete:
-            arrays["lam"] = np.broadcast_to(plan.lam_grid(), plan.shape).copy()
+        arrays.update(plan.parameters())
         if damaged.any():
             for name, arr in arrays.items():
                 fill = MASKS[name][1] if name in MASKS else _fill(arr.dtype)
@@ -215,6 +223,23 @@ class SweepFile:
             self._memory.update(done=done.astype(np.uint8), session=session.copy())
             self.repaired = int(damaged.sum())
         return arrays, done, session, config
+
+    @staticmethod
+    def _added_field(name, plan):
+        """What a store written before ``name`` existed holds for it (:data:`ADDED_IN_V2`)."""
+        dtype = (SCALAR_FIELDS.get(name) or VECTOR_FIELDS[name])[0]
+        shape = plan.shape + ((plan.d,) if name in VECTOR_FIELDS else ())
+        return np.full(shape, ADDED_IN_V2[name], dtype=dtype)
+
+    def _add_missing_fields(self, f, plan):
+        """Give a format-1 store the datasets of :data:`ADDED_IN_V2` (the writer's copy holds their values)."""
+        for name in ADDED_IN_V2:
+            if name in f:
+                continue
+            vector = name in VECTOR_FIELDS
+            dtype, desc = (VECTOR_FIELDS if vector else SCALAR_FIELDS)[name]
+            self._field(f, plan, name, dtype, desc, vector)
+            f[name][...] = self._memory[name]
 
     def _read_grid(self, ds, plan, damaged):
         """``ds[...]``; with a ``damaged`` mask, chunks that fail their checksum are filled and marked."""
@@ -235,9 +260,11 @@ class SweepFile:
         return out
 
     # -- writing -------------------------------------------------------------------------------------
-    def start_session(self):
+    def start_session(self, plan=None):
         try:
             with signals_held(), open_h5_for_writing(self.path) as f:
+                if plan is not None and self._memory is not None:
+                    self._add_missing_fields(f, plan)
                 n = int(f.attrs.get("sessions", 0)) + 1
                 f.attrs["sessions"] = n
         except (OSError, RuntimeError) as exc:
@@ -255,8 +282,6 @@ class SweepFile:
         idx = tuple(np.array(ix) for ix in np.unravel_index(np.asarray(points), plan.shape))
         done_before = int(memory["done"].sum())
         for name in FIELDS:
-            if name == "lam":
-                continue
             values = [res.get(name, np.nan) for res in results]
             memory[name][idx] = np.asarray(values, dtype=memory[name].dtype)
         memory["session"][idx] = session
@@ -271,7 +296,7 @@ class SweepFile:
                 raise _write_failed(self.path, exc, done_before) from exc
             try:
                 with f:
-                    names = [n for n in FIELDS if n != "lam"] + ["session"]
+                    names = list(FIELDS) + ["session"]
                     self._write_chunks(f, names, idx)
                     f.flush()  # the points are on disk before the mask says so
                     memory["done"][idx] = 1

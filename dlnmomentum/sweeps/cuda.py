@@ -429,9 +429,9 @@ class CudaEngine:
         from .lockstep import CHUNK_SECONDS
 
         plan, cfg = self.plan, self.plan.config
-        idx = np.unravel_index(np.asarray(points), plan.shape)
-        reps = idx[0].astype(np.int64)
-        triples = np.stack([reps.astype(np.float64), plan.betas[idx[1]], plan.gammas[idx[2]]], axis=1)
+        rgb = np.array([plan.gamma_beta(p) for p in points], dtype=np.float64)  # (rep, gamma, beta)
+        reps = rgb[:, 0].astype(np.int64)
+        triples = np.stack([rgb[:, 0], rgb[:, 2], rgb[:, 1]], axis=1)
         problems = {int(r): plan.problem_for(int(r)) for r in np.unique(reps)}
         engine = CudaMGDSweep(problems, triples, self.steps, batch_size=cfg["batch_size"],
                               replace=bool(cfg["replace"]), seeds=np.array([plan.seed_of(int(r)) for r in reps]),

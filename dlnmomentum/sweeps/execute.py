@@ -93,8 +93,8 @@ def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"
         for name in FIELDS:
             data[name] = sdata[name]
         done = sdone.copy()
-        session = store.start_session()
-    data["lam"] = plan.lam_grid()
+        session = store.start_session(plan)
+    data.update(plan.parameters())
     engine = make_engine(plan, block_size, device)
     pending = np.flatnonzero(~done.ravel()).tolist()
     interrupted = False
@@ -114,8 +114,6 @@ def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"
                 results = engine.finish_points(wave, outputs)
                 idx = np.unravel_index(np.asarray(wave), plan.shape)
                 for name in FIELDS:
-                    if name == "lam":
-                        continue
                     values = [res.get(name, np.nan) for res in results]
                     data[name][idx] = np.asarray(values, dtype=data[name].dtype)
                 done[idx] = True

@@ -109,9 +109,7 @@ class LockstepEngine:
         for q, (r, members) in enumerate(groups):
             group_rep[q] = rep_slot[r]
             for g, local in enumerate(members):
-                _, ib, ig = np.unravel_index(points[local], plan.shape)
-                gam[q, g] = plan.gammas[ig]
-                bet[q, g] = plan.betas[ib]
+                _, gam[q, g], bet[q, g] = plan.gamma_beta(points[local])
                 seeds[q, g] = plan.seed_of(int(r))
                 valid[q, g] = True
                 pts[q, g] = local
@@ -170,8 +168,8 @@ def finish_mgd_points(plan, points, outputs, w_plus0, w_minus0):
     cfg = plan.config
     results = []
     for local, p in enumerate(points):
-        r, ib, _ = np.unravel_index(p, plan.shape)
-        results.append(mgd_point(plan.problem_for(int(r)), float(plan.betas[ib]), OUT_F[local], OUT_I[local],
+        r, _, beta = plan.gamma_beta(p)
+        results.append(mgd_point(plan.problem_for(r), beta, OUT_F[local], OUT_I[local],
                                  OUT_STATUS[local], OUT_STEPS[local], w_plus0, w_minus0, cfg["theory"],
                                  cfg["theory_tol"]))
     return results

@@ -1,9 +1,21 @@
 """What a sweep computes: its validated configuration and data sets (:class:`Plan`).
 
-The configuration is a JSON-able dict (stored in the sweep file): the grid (``gammas``,
-``betas``, or ``lams``), the run settings and the data — a spec of
-:func:`~dlnmomentum.sparse_regression` arguments (rep ``r`` uses seed ``seed + r``) or one
-given :class:`~dlnmomentum.Problem` (recorded by its fingerprint).
+The configuration is a JSON-able dict (stored in the sweep file): the design, the run settings
+and the data — a spec of :func:`~dlnmomentum.sparse_regression` arguments (rep ``r`` uses seed
+``seed + r``) or one given :class:`~dlnmomentum.Problem` (recorded by its fingerprint).
+
+Designs of a discrete (MGD/SMGD) sweep (``config["design"]``; a store without one is a ``grid``):
+
+==========  =========================  ==============================================================
+design      dims                       the point (γ, β)
+==========  =========================  ==============================================================
+grid        (rep, beta, gamma)         ``gammas × betas``
+lam-grid    (rep, beta, lam)           ``γ = λ (1-β)²``: constant-λ lines (Proposition 1), ``lams × betas``
+pairs       (rep, pair)                a list of (γ, β) pairs
+==========  =========================  ==============================================================
+
+A flow sweep has dims (rep, lam). Every point's γ, β and λ are also fields of the result
+(:meth:`Plan.parameters`), whatever the dims.
 """
 
 import hashlib
@@ -54,15 +66,32 @@ class Plan:
         self._problems = {}
         kind = config["kind"]
         self.discrete = kind in ("mgd", "smgd")
-        if self.discrete:
+        self.design = config.get("design", "grid") if self.discrete else "line"
+        if self.design == "grid":
             self.dims = ("rep", "beta", "gamma")
             self.gammas = np.asarray(config["gammas"], dtype=np.float64)
             self.betas = np.asarray(config["betas"], dtype=np.float64)
             self.grid_shape = (self.betas.size, self.gammas.size)
-        else:
+            self.point_gamma = np.broadcast_to(self.gammas[None, :], self.grid_shape).copy()
+            self.point_beta = np.broadcast_to(self.betas[:, None], self.grid_shape).copy()
+        elif self.design == "lam-grid":
+            self.dims = ("rep", "beta", "lam")
+            self.lams = np.asarray(config["lams"], dtype=np.float64)
+            self.betas = np.asarray(config["betas"], dtype=np.float64)
+            self.grid_shape = (self.betas.size, self.lams.size)
+            self.point_gamma = lam_grid_gammas(self.lams, self.betas)
+            self.point_beta = np.broadcast_to(self.betas[:, None], self.grid_shape).copy()
+        elif self.design == "pairs":
+            self.dims = ("rep", "pair")
+            self.point_gamma = np.asarray(config["gammas"], dtype=np.float64)
+            self.point_beta = np.asarray(config["betas"], dtype=np.float64)
+            self.grid_shape = (self.point_gamma.size,)
+        elif self.design == "line":
             self.dims = ("rep", "lam")
             self.lams = np.asarray(config["lams"], dtype=np.float64)
             self.grid_shape = (self.lams.size,)
+        else:
+            raise ValueError(f"unknown sweep design {self.design!r} (a store from a newer dlnmomentum?)")
         self.reps = int(config["reps"])
         self.shape = (self.reps,) + self.grid_shape
         self.npoints = int(np.prod(self.shape))
@@ -86,18 +115,40 @@ class Plan:
 
     def coords(self):
         c = {"rep": np.arange(self.reps, dtype=np.int64), "coord": np.arange(self.d, dtype=np.int64)}
-        if self.discrete:
+        if self.design == "grid":
             c.update(beta=self.betas, gamma=self.gammas)
+        elif self.design == "lam-grid":
+            c.update(beta=self.betas, lam=self.lams)
+        elif self.design == "pairs":
+            c["pair"] = np.arange(self.grid_shape[0], dtype=np.int64)
         else:
             c["lam"] = self.lams
         return c
 
+    def gamma_beta(self, point):
+        """``(rep, γ, β)`` of the flat point index ``point`` (discrete sweeps)."""
+        rep, rest = divmod(int(point), int(np.prod(self.grid_shape)))
+        return rep, float(self.point_gamma.flat[rest]), float(self.point_beta.flat[rest])
+
     def lam_grid(self):
         if self.discrete:
-            lam = self.gammas[None, :] / (1.0 - self.betas[:, None]) ** 2
+            lam = self.point_gamma / (1.0 - self.point_beta) ** 2
         else:
             lam = self.lams
         return np.broadcast_to(lam, self.shape).copy()
+
+    def parameters(self):
+        """The run parameters of every point over the whole grid (``plan.shape``), from the configuration.
+
+        ``lam`` (λ = γ/(1-β)², also where it is a dim) and, for discrete designs, ``gamma`` and ``beta``
+        where they are not dims. These are never stored per point.
+        """
+        out = {"lam": self.lam_grid()}
+        if self.discrete:
+            for name, arr in (("gamma", self.point_gamma), ("beta", self.point_beta)):
+                if name not in self.dims:
+                    out[name] = np.broadcast_to(arr, self.shape).copy()
+        return out
 
     def empty_data(self):
         d = self.d
@@ -113,9 +164,26 @@ class Plan:
         return int(self.config["seed"]) + rep
 
 
+def lam_grid_gammas(lams, betas):
+    """γ = λ(1-β)² over ``(beta, lam)``: the step sizes of constant-λ lines (Proposition 1)."""
+    return np.asarray(lams, dtype=np.float64)[None, :] * (1.0 - np.asarray(betas, dtype=np.float64)[:, None]) ** 2
+
+
+def _as_pairs(pairs):
+    arr = np.asarray(pairs, dtype=np.float64) if not isinstance(pairs, str) else None
+    if arr is None or arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] == 0:
+        raise ValueError("pairs must be a non-empty sequence of (gamma, beta) pairs, e.g. [(0.01, 0.9), (0.1, 0)]; "
+                         f"got {pairs!r:.80}")
+    for i, (g, b) in enumerate(arr):
+        as_float(f"pairs[{i}] gamma", float(g), low=0.0, low_open=True)
+        as_float(f"pairs[{i}] beta", float(b), low=0.0, high=1.0, high_open=True)
+    if len({(float(g), float(b)) for g, b in arr}) != arr.shape[0]:
+        raise ValueError("pairs must not repeat a (gamma, beta) pair")
+    return arr[:, 0].copy(), arr[:, 1].copy()
+
+
 def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size, seed, tol, alpha,
-                 replace,
-                 gradient, theory, theory_tol):
+                replace, gradient, theory, theory_tol, pairs=None):
     if isinstance(problem_or_spec, Problem):
         problem, spec = problem_or_spec, None
     else:
@@ -134,28 +202,58 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
               "alpha": alpha, "gradient": gradient, "theory": bool(theory), "theory_tol": theory_tol,
               "spec": spec, "fingerprint": _fingerprint(problem) if problem is not None else None,
               "n": example.n, "d": example.d}
-    discrete = gammas is not None or betas is not None
-    if discrete and lams is not None:
-        raise ValueError("give either gammas and betas (a discrete (beta, gamma) grid) or lams (a flow "
-                         "line), not both")
-    if discrete:
+    designs = ("gammas and betas: a (beta, gamma) grid of MGD; lams and betas: constant-lambda lines of MGD, "
+               "gamma = lam (1-beta)^2; pairs: a list of (gamma, beta) of MGD; lams alone: a flow line of MGF")
+    if pairs is not None:
+        if gammas is not None or betas is not None or lams is not None:
+            raise ValueError(f"pairs= is a design of its own: give no gammas, betas or lams with it ({designs})")
+        design = "pairs"
+    elif betas is not None and lams is not None:
+        if gammas is not None:
+            raise ValueError(f"give two of gammas, betas, lams, not all three ({designs})")
+        design = "lam-grid"
+    elif gammas is not None or betas is not None:
+        if lams is not None:
+            raise ValueError("give either gammas and betas (a discrete (beta, gamma) grid) or lams (a flow "
+                             "line), not both")
         if gammas is None or betas is None:
-            raise ValueError("a discrete sweep needs both gammas and betas")
+            raise ValueError(f"a discrete sweep needs both gammas and betas ({designs})")
+        design = "grid"
+    else:
+        design = "line"
+    discrete = design != "line"
+    if discrete:
         if steps is None:
             raise ValueError("a discrete sweep needs steps (updates per run)")
         if t_max is not None:
             raise ValueError("t_max is for flow sweeps (lams=...); a discrete sweep takes steps")
-        gammas = as_grid("gammas", gammas, low=0.0, low_open=True)
-        betas = as_grid("betas", betas, low=0.0, high=1.0, high_open=True)
+        if design == "grid":
+            gammas = as_grid("gammas", gammas, low=0.0, low_open=True)
+            betas = as_grid("betas", betas, low=0.0, high=1.0, high_open=True)
+            g_all = gammas
+        elif design == "lam-grid":
+            lams = as_grid("lams", lams, low=0.0, low_open=True)
+            betas = as_grid("betas", betas, low=0.0, high=1.0, high_open=True)
+            g_all = lam_grid_gammas(lams, betas).ravel()
+            if not np.all(g_all > 0):
+                raise ValueError("lams and betas give a step size gamma = lam (1-beta)^2 that underflows to 0")
+        else:
+            gammas, betas = _as_pairs(pairs)
+            g_all = gammas
+        gammas_checked = g_all
         steps = as_int("steps", steps, low=0)
         replace = bool(replace)
-        c = make_mgd_config(example, gammas[0], betas[0], steps, batch_size, replace, 0, tol, gradient)
+        c = make_mgd_config(example, gammas_checked[0], betas[0], steps, batch_size, replace, 0, tol, gradient)
         if problem is not None and reps > 1 and c.batch_size is None:
             raise ValueError("reps > 1 with a fixed Problem and full-batch MGD would repeat identical runs; "
                              "pass a spec (dict of sparse_regression arguments) to vary the data, or a "
                              "batch_size")
-        config.update(kind=c.kind, gammas=gammas.tolist(), betas=betas.tolist(), steps=steps,
+        config.update(kind=c.kind, design=design, betas=betas.tolist(), steps=steps,
                       batch_size=c.batch_size, replace=replace if c.batch_size is not None else False)
+        if design == "lam-grid":
+            config["lams"] = lams.tolist()
+        else:
+            config["gammas"] = gammas.tolist()
     else:
         if lams is None:
             raise ValueError("give gammas and betas (discrete sweep) or lams (flow sweep)")
@@ -179,11 +277,18 @@ def _spec_problem(spec, seed):
         return sparse_regression(**spec, seed=seed)
 
 
-_SEMANTIC_KEYS = ("kind", "reps", "seed", "tol", "alpha", "gradient", "theory", "theory_tol", "spec",
+_SEMANTIC_KEYS = ("kind", "design", "reps", "seed", "tol", "alpha", "gradient", "theory", "theory_tol", "spec",
                   "fingerprint", "gammas", "betas", "steps", "batch_size", "replace", "lams", "t_max", "n",
                   "d")
 
 
+def _semantic(config, key):
+    value = config.get(key)
+    if key == "design" and value is None and config.get("kind") in ("mgd", "smgd"):
+        return "grid"  # a store written before designs existed
+    return to_jsonable(value)
+
+
 def config_differences(a, b):
-    return [k for k in _SEMANTIC_KEYS if to_jsonable(a.get(k)) != to_jsonable(b.get(k))]
+    return [k for k in _SEMANTIC_KEYS if _semantic(a, k) != _semantic(b, k)]
 

@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from ..runs.points import field_description
+from ..runs.points import TheoryReason, field_description
 from ..status import Status
 from ..store.files import to_jsonable
 
@@ -149,9 +149,14 @@ def summary_lines(sw):
     sizes = " x ".join(f"{d}={n}" for d, n in zip(sw.dims, sw.shape, strict=True))
     lines = [f"sweep        : {kind}, dims {sizes}" + (f"  ({sw.path})" if sw.path else "")]
     if kind in ("mgd", "smgd", "network-mgd", "network-smgd"):
-        g, b = np.asarray(cfg["gammas"]), np.asarray(cfg["betas"])
-        lines.append(f"gamma        : {g.size} values in [{g.min():g}, {g.max():g}]")
-        lines.append(f"beta         : {b.size} values in [{b.min():g}, {b.max():g}]")
+        design = cfg.get("design", "grid")
+        for name in ("gammas", "lams", "betas"):
+            if name in cfg:
+                v = np.asarray(cfg[name])
+                label = {"gammas": "gamma", "lams": "lambda", "betas": "beta"}[name]
+                lines.append(f"{label:<13}: {v.size} values in [{v.min():g}, {v.max():g}]"
+                             + ("  (pairs with beta)" if design == "pairs" and name == "gammas" else "")
+                             + ("  (gamma = lambda (1-beta)^2)" if name == "lams" else ""))
         batch = ""
         if cfg.get("batch_size"):
             batch = f", batch size {cfg['batch_size']}" + (", with replacement" if cfg.get("replace") else "")
@@ -178,6 +183,10 @@ def summary_lines(sw):
         lines.append("status       : " + ", ".join(f"{k} {v}" for k, v in counts.items()))
         if "crossed" in sw.data:
             lines.append(f"crossed      : {int(np.asarray(sw.data['crossed'])[done].sum())} points")
+        if "theory_reason" in sw.data and cfg.get("theory"):
+            reasons = np.asarray(sw.data["theory_reason"])[done]
+            lines.append("theory       : " + ", ".join(f"{_reason_label(c)} {int((reasons == c).sum())}"
+                                                       for c in np.unique(reasons)))
         for name in ("test_loss", "train_loss", "delta_inf_norm", "l1_norm", "prediction_gap",
                      "normalized_distance", "param_norm"):
             if name not in sw.data:
@@ -192,6 +201,19 @@ def summary_lines(sw):
 
 # ---------------------------------------------------------------------------------------------------
 # Plan: what a sweep computes
+
+
+def _reason_label(code):
+    try:
+        return TheoryReason(int(code)).name.lower().replace("_", " ")
+    except ValueError:
+        return str(int(code))
+
+
+def status_counts(sw):
+    """``{status label: number of points}`` over the points done (what every sweep and figure reports)."""
+    status = np.asarray(sw.data["status"])[sw.done]
+    return {_status_label(c): int((status == c).sum()) for c in np.unique(status)}
 
 
 def _status_label(code):
