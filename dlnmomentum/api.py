@@ -216,7 +216,7 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
           batch_size=None, seed=0, store=None, tol=None, progress=None, alpha=0.01, replace=False,
           gradient="auto", block_size=None, theory=False, theory_tol=1e-8, resume=False, overwrite=False,
           log=None, wave_size=None, device="cpu"):
-    r"""Run MGD/SMGD over a (β, γ) grid, constant-λ lines or (γ, β) pairs, or MGF(λ) over a λ line, for ``reps`` data sets.
+    r"""Run MGD/SMGD over a (β, γ) grid, constant-λ lines or (γ, β) pairs, or MGF(λ) over a λ line.
 
     Designs (:mod:`dlnmomentum.sweeps.plan`): ``gammas`` and ``betas`` — a (β, γ) grid; ``lams`` and
     ``betas`` with ``steps`` — MGD on constant-λ lines, γ = λ(1-β)² (dims ``(rep, beta, lam)``);
