@@ -1,0 +1,78 @@
+"""``crossings`` (new): is θ̃0 negligible after sign changes? (finding (a) of ``docs/findings.md``).
+
+For every MGD grid run and every MGF run trained to the fit tolerance: the normalised distance
+‖θ - θ_GF(Δ∞)‖/‖θ_GF(Δ∞)‖ to the Δ∞-only prediction (the paper: < 0.01) and ‖θ̃0‖∞ against the number
+of sign changes of w±, runs with and without crossings in two colours, the paper's 0.01 line and α²
+(the bound on θ̃0 without crossings). The full Theorem 1/2 prediction gap is printed for comparison.
+"""
+
+import numpy as np
+
+from . import designs
+from .common import converged_mask, get_sweep, put_sweep, summarize
+
+NAME = "crossings"
+TITLE = "Sign changes: the distance to the Δ∞-only prediction and |θ̃0|"
+SIZES = designs.SETTINGS.keys()
+PAPER_BOUND = 0.01
+
+
+def _runs(sw):
+    ok = converged_mask(sw, designs.FIT_TOL) & (np.asarray(sw.data["theory_reason"]) == 0)
+    changes = np.asarray(sw.data["sign_changes"])[ok]
+    dist = np.asarray(sw.data["normalized_distance"])[ok]
+    theta0 = np.abs(np.asarray(sw.data["theta0_tilde"])[ok]).max(axis=-1)
+    gap = np.asarray(sw.data["prediction_gap"])[ok]
+    return changes, dist, theta0, gap
+
+
+def compute(h5, size, log=print, parts="parts"):
+    grid = designs.mgd_grid(parts, size, log)
+    line = designs.mgf_line(parts, size, log)
+    put_sweep(h5, "mgd", grid)
+    put_sweep(h5, "mgf", line)
+    out = summarize({"mgd": grid, "mgf": line}, designs.FIT_TOL)
+    for name, sw in (("mgd", grid), ("mgf", line)):
+        changes, dist, theta0, gap = _runs(sw)
+        crossed = changes > 0
+        out[name]["normalized_distance"] = {
+            "max_without_crossings": float(dist[~crossed].max()) if (~crossed).any() else None,
+            "max_with_crossings": float(dist[crossed].max()) if crossed.any() else None,
+            "above_0.01_with_crossings": int((dist[crossed] > PAPER_BOUND).sum()),
+            "above_0.01_without_crossings": int((dist[~crossed] > PAPER_BOUND).sum()),
+            "runs": int(dist.size)}
+        out[name]["max_prediction_gap"] = float(gap.max()) if gap.size else None
+        out[name]["max_theta0_tilde_without_crossings"] = float(theta0[~crossed].max()) if (~crossed).any() else None
+        nd = out[name]["normalized_distance"]
+        log(f"  {name}: normalised distance max {nd['max_without_crossings']} without crossings, "
+            f"{nd['max_with_crossings']} with ({nd['above_0.01_with_crossings']} runs above 0.01); "
+            f"Theorem 1/2 prediction gap max {out[name]['max_prediction_gap']}")
+    return out
+
+
+def plot(h5, fig):
+    grid, line = get_sweep(h5, "mgd"), get_sweep(h5, "mgf")
+    alpha = float(grid.config["alpha"])
+    axes = [fig.add_subplot(1, 2, k + 1) for k in range(2)]
+    for name, sw, marker in (("MGD grid", grid, "o"), ("MGF λ line", line, "s")):
+        changes, dist, theta0, _ = _runs(sw)
+        crossed = changes > 0
+        x = changes + 0.5  # log axis: 0 sign changes at 0.5
+        for mask, color, what in ((~crossed, "C2", "no sign change"), (crossed, "C3", "sign changes")):
+            axes[0].scatter(x[mask], dist[mask], marker=marker, s=12, color=color, alpha=0.7,
+                            label=f"{name}, {what}")
+            axes[1].scatter(x[mask], theta0[mask], marker=marker, s=12, color=color, alpha=0.7)
+    axes[0].axhline(PAPER_BOUND, color="k", ls="--", lw=1, label="paper: < 0.01")
+    axes[1].axhline(alpha * alpha, color="k", ls=":", lw=1, label="α² (bound without crossings)")
+    axes[0].set_ylabel("‖θ - θ_GF(Δ∞)‖ / ‖θ_GF(Δ∞)‖")
+    axes[1].set_ylabel("‖θ̃0‖∞")
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("sign changes of w± + 0.5")
+        ax.legend(fontsize=6)
+
+
+def setting(size):
+    s = designs.settings(size)
+    return designs.setting(size, steps=s["steps"], t_max=s["t_max"])

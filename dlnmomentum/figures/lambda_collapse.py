@@ -1,0 +1,92 @@
+"""``lambda-collapse`` (new): does MGD follow MGF at λ = γ/(1-β)² or at λ_central (Appendix A)?
+
+Every grid point's test loss and ‖Δ∞‖₂ (mean over the data sets) against its λ (left) and against its
+λ_central (right), coloured by β, with the MGF(λ) curve on top. The within-bin spread of log₁₀ of each
+quantity (points binned by the map, pooled standard deviation inside the bins) is printed for both
+maps: the smaller, the better the map collapses the grid (finding (b) of ``docs/findings.md``).
+"""
+
+import numpy as np
+
+from ..theory.maps import lam_central
+from . import designs
+from .common import converged_mask, get_sweep, mean_over_reps, put, put_sweep, summarize
+
+NAME = "lambda-collapse"
+TITLE = "λ collapse: MGD grid points against λ and λ_central, MGF(λ) on top"
+SIZES = designs.SETTINGS.keys()
+FIELDS = ("test_loss", "delta_inf_norm")
+BINS = 12
+
+
+def binned_spread(x, y, bins=BINS):
+    """Pooled within-bin standard deviation of ``log10 y`` over equal bins of ``log10 x`` (finite, positive)."""
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    lx, ly = np.log10(x[keep]), np.log10(y[keep])
+    if ly.size < 3:
+        return float("nan")
+    edges = np.linspace(lx.min(), lx.max() + 1e-12, bins + 1)
+    which = np.clip(np.digitize(lx, edges) - 1, 0, bins - 1)
+    within = sum(((ly[which == b] - ly[which == b].mean()) ** 2).sum() for b in range(bins) if (which == b).any())
+    return float(np.sqrt(within / ly.size))
+
+
+def compute(h5, size, log=print, parts="parts"):
+    grid = designs.mgd_grid(parts, size, log)
+    line = designs.mgf_line(parts, size, log)
+    put_sweep(h5, "mgd", grid)
+    put_sweep(h5, "mgf", line)
+    G, B = np.meshgrid(grid.coords["gamma"], grid.coords["beta"])
+    lc = lam_central(G, B)
+    put(h5, "lam_central", lc, "lambda_central(gamma, beta) of Appendix A over (beta, gamma)")
+    ok = converged_mask(grid, designs.FIT_TOL).all(axis=0)
+    lam = G / (1.0 - B) ** 2
+    out = summarize({"mgd": grid, "mgf": line}, designs.FIT_TOL)
+    out["spread"] = {}
+    for field in FIELDS:
+        y = np.where(ok, mean_over_reps(grid, field), np.nan)
+        out["spread"][field] = {"lam": binned_spread(lam, y), "lam_central": binned_spread(lc, y),
+                                "points": int(np.isfinite(y).sum())}
+    for field, s in out["spread"].items():
+        log(f"  within-bin spread of log10 {field}: by lambda {s['lam']:.4f}, by lambda_central "
+            f"{s['lam_central']:.4f} ({s['points']} converged grid points)")
+    return out
+
+
+def plot(h5, fig):
+    import json
+
+    from ..store.files import attr_str
+
+    grid, line = get_sweep(h5, "mgd"), get_sweep(h5, "mgf")
+    summary = json.loads(attr_str(h5.attrs["summary"])) if "summary" in h5.attrs else {}
+    G, B = np.meshgrid(grid.coords["gamma"], grid.coords["beta"])
+    lam = G / (1.0 - B) ** 2
+    lc = h5["lam_central"][...]
+    ok = converged_mask(grid, designs.FIT_TOL).all(axis=0)
+    mlam = np.asarray(line.coords["lam"])
+    for row, field in enumerate(FIELDS):
+        y = mean_over_reps(grid, field)
+        curve = mean_over_reps(line, field)
+        for col, (x, name) in enumerate(((lam, "λ = γ/(1-β)²"), (lc, "λ_central"))):
+            ax = fig.add_subplot(2, 2, 2 * row + col + 1)
+            sc = ax.scatter(x[ok], y[ok], c=B[ok], s=10, cmap="plasma", vmin=0, vmax=1)
+            ax.scatter(x[~ok], y[~ok], marker="x", s=10, color="grey", label="not converged")
+            ax.plot(mlam[mlam > 0], curve[mlam > 0], "k-", lw=1.2, label="MGF(λ)")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel(name)
+            ax.set_ylabel(field.replace("_", " "))
+            spread = summary.get("spread", {}).get(field, {}).get("lam" if col == 0 else "lam_central")
+            if spread is not None:
+                ax.set_title(f"within-bin spread {spread:.3f} (log₁₀)", fontsize=8)
+            if row == 0 and col == 1:
+                fig.colorbar(sc, ax=ax, label="β")
+            if row == 0 and col == 0:
+                ax.legend(fontsize=6)
+
+
+def setting(size):
+    s = designs.settings(size)
+    return designs.setting(size, steps=s["steps"], t_max=s["t_max"])

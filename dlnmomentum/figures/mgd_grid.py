@@ -1,0 +1,62 @@
+"""``mgd-grid`` (the paper's Figure 4): MGD at convergence over (β, γ): test loss, ‖Δ∞‖₂ and ‖θ‖₁.
+
+Heatmaps (mean over the data sets) with labelled λ = γ/(1-β)² level lines; points where no run changed
+sign are ringed (Corollary 3: there Δ∞ < Δ0, checked in the summary), points where some run did not
+reach the fit tolerance are crossed.
+"""
+
+import numpy as np
+
+from . import designs
+from .common import converged_mask, get_sweep, lambda_levels, mark_points, mean_over_reps, put_sweep, summarize
+
+NAME = "mgd-grid"
+TITLE = "Figure 4: MGD at convergence over (β, γ)"
+SIZES = designs.SETTINGS.keys()
+
+
+def corollary3(sw):
+    """Among runs without sign changes: how many have Δ∞ < Δ0 in every coordinate (Corollary 3)."""
+    alpha = float(sw.config["alpha"])
+    delta0 = alpha * alpha  # u0 = α1, v0 = 0: w± = α, Δ0 = α²
+    no_cross = sw.done & ~np.asarray(sw.data["crossed"]).astype(bool)
+    below = (np.asarray(sw.data["delta_inf"]) < delta0).all(axis=-1)
+    return {"runs_without_sign_changes": int(no_cross.sum()), "with_delta_inf_below_delta0": int((no_cross & below).sum())}
+
+
+def compute(h5, size, log=print, parts="parts"):
+    sw = designs.mgd_grid(parts, size, log)
+    put_sweep(h5, "mgd", sw)
+    out = summarize({"mgd": sw}, designs.FIT_TOL)
+    out["corollary3"] = corollary3(sw)
+    return out
+
+
+def plot(h5, fig):
+    sw = get_sweep(h5, "mgd")
+    gammas, betas = sw.coords["gamma"], sw.coords["beta"]
+    G, B = np.meshgrid(gammas, betas)
+    no_cross = ~np.asarray(sw.data["crossed"]).astype(bool).any(axis=0)
+    bad = ~converged_mask(sw, designs.FIT_TOL).all(axis=0)
+    panels = (("test_loss", "log₁₀ test loss", True), ("delta_inf_norm", "log₁₀ ‖Δ∞‖₂", True),
+              ("l1_norm", "‖θ‖₁", False))
+    for k, (field, label, log) in enumerate(panels):
+        ax = fig.add_subplot(1, 3, k + 1)
+        z = mean_over_reps(sw, field)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.log10(z) if log else z
+        mesh = ax.pcolormesh(gammas, betas, np.ma.masked_invalid(z), shading="nearest", cmap="viridis")
+        fig.colorbar(mesh, ax=ax, label=label)
+        lambda_levels(ax, gammas, betas)
+        mark_points(ax, G, B, no_cross, "no sign change", marker="o", color="white")
+        mark_points(ax, G, B, bad, f"not at train loss ≤ {designs.FIT_TOL:g}", marker="x", color="red")
+        ax.set_xscale("log")
+        ax.set_xlabel("step size γ")
+        ax.set_ylabel("momentum β")
+        ax.set_title(label, fontsize=8)
+        if k == 0:
+            ax.legend(fontsize=6, loc="lower left")
+
+
+def setting(size):
+    return designs.setting(size, steps=designs.settings(size)["steps"])

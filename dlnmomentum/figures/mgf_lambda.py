@@ -1,0 +1,100 @@
+"""``mgf-lambda`` (the paper's Figure 3): test loss and ‖Δ∞‖₂ of MGF(λ) against λ, mean over the data sets.
+
+The range of λ where Δ_t never reaches 0 (no weight changes sign, for every data set; Theorem 1 holds)
+is shaded as one band from λ = 0. The small-λ approximation of Appendix C.4,
+Δ∞ ≈ Δ0 exp(-2λ∫‖∇L‖²) with the integral of gradient flow, is drawn over ‖Δ∞‖₂, and so is the main
+text's Δ∞² ≈ Δ0² exp(-2λ∫‖∇L‖²) (finding (c) of ``docs/findings.md``). Runs that did not reach the
+fit tolerance are marked.
+"""
+
+import numpy as np
+
+from ..api import gf
+from ..problem import sparse_regression
+from . import designs
+from .common import converged_mask, mark_points, mean_over_reps, put, put_sweep, summarize
+
+NAME = "mgf-lambda"
+TITLE = "Figure 3: MGF(λ) at convergence, test loss and ‖Δ∞‖₂ against λ"
+SIZES = designs.SETTINGS.keys()
+
+
+def small_lambda_curves(size, lams):
+    """‖Δ∞‖₂ by the appendix's and the main text's small-λ formulas, mean over reps (GF's ∫∇L² per rep)."""
+    s = designs.settings(size)
+    appendix, main_text = [], []
+    for rep in range(s["reps"]):
+        problem = sparse_regression(**designs.data_spec(), seed=rep)
+        r = gf(problem, t_max=s["t_max"], tol=designs.STOP_TOL, alpha=designs.ALPHA)
+        g2 = np.asarray(r.grad_sq_integral)
+        delta0 = np.asarray(r.delta0)
+        appendix.append([np.linalg.norm(delta0 * np.exp(-2.0 * lam * g2)) for lam in lams])
+        main_text.append([np.linalg.norm(np.sqrt(delta0**2 * np.exp(-2.0 * lam * g2))) for lam in lams])
+    return np.mean(appendix, axis=0), np.mean(main_text, axis=0)
+
+
+def compute(h5, size, log=print, parts="parts"):
+    sw = designs.mgf_line(parts, size, log)
+    put_sweep(h5, "mgf", sw)
+    lams = np.asarray(sw.coords["lam"])
+    fine = np.linspace(0.0, lams.max(), 60)
+    appendix, main_text = small_lambda_curves(size, fine)
+    put(h5, "small_lam/lam", fine, "lambda of the small-lambda curves")
+    put(h5, "small_lam/appendix", appendix, "||Delta0 exp(-2 lam int grad^2)||_2 (Appendix C.4), mean over reps")
+    put(h5, "small_lam/main_text", main_text, "||sqrt(Delta0^2 exp(-2 lam int grad^2))||_2 (main text)")
+    delta = mean_over_reps(sw, "delta_inf_norm")
+    test = mean_over_reps(sw, "test_loss")
+    small = lams <= 0.1
+    out = summarize({"mgf": sw}, designs.FIT_TOL)
+    out["delta_decreases_for_small_lam"] = bool(np.all(np.diff(delta[small]) < 0))
+    out["best_mgf_test_loss"] = float(np.nanmin(test[1:])) if lams[0] == 0 else float(np.nanmin(test))
+    out["gf_test_loss"] = float(test[0]) if lams[0] == 0 else None
+    return out
+
+
+def no_crossing_band(sw):
+    """The largest λ such that no run at any λ' ≤ λ changed sign (0 if the first λ's runs cross)."""
+    lams = np.asarray(sw.coords["lam"])
+    crossed = np.asarray(sw.data["crossed"]).astype(bool).any(axis=0)
+    last = 0.0
+    for lam, c in zip(lams, crossed, strict=True):
+        if c:
+            break
+        last = lam
+    return last
+
+
+def plot(h5, fig):
+    from .common import get_sweep
+
+    sw = get_sweep(h5, "mgf")
+    lams = np.asarray(sw.coords["lam"])
+    ax = fig.add_subplot(1, 1, 1)
+    test = mean_over_reps(sw, "test_loss")
+    delta = mean_over_reps(sw, "delta_inf_norm")
+    ax.plot(lams, test, "o-", color="C0", label="test loss")
+    ax.set_yscale("log")
+    ax.set_xlabel("λ")
+    ax.set_ylabel("test loss", color="C0")
+    ax2 = ax.twinx()
+    ax2.plot(lams, delta, "s-", color="C3", label="‖Δ∞‖₂")
+    ax2.plot(h5["small_lam/lam"][...], h5["small_lam/appendix"][...], "--", color="C3", lw=1,
+             label="Δ0·exp(-2λ∫∇L²) (App. C.4)")
+    ax2.plot(h5["small_lam/lam"][...], h5["small_lam/main_text"][...], ":", color="k", lw=1,
+             label="Δ∞² ≈ Δ0²·exp(-2λ∫∇L²) (main text)")
+    ax2.set_yscale("log")
+    ax2.set_ylabel("‖Δ∞‖₂", color="C3")
+    band = no_crossing_band(sw)
+    if band > 0:
+        ax.axvspan(0, band, color="grey", alpha=0.2, lw=0, label="Δ_t never 0 (all data sets)")
+    bad = ~converged_mask(sw, designs.FIT_TOL).all(axis=0)
+    mark_points(ax, lams, test, bad, f"not at train loss ≤ {designs.FIT_TOL:g}")
+    mark_points(ax2, lams, delta, bad, None)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
+
+
+def setting(size):
+    s = designs.settings(size)
+    return designs.setting(size, t_max=s["t_max"])
