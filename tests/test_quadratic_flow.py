@@ -8,6 +8,7 @@ References are independent: a plain NumPy loop, ``scipy.integrate.solve_ivp``, t
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
+from scipy.linalg import expm
 
 import dlnmomentum as dm
 from dlnmomentum.theory.maps import accelerate
@@ -40,6 +41,24 @@ def solve_ivp_flow(A, c, x0, lam, times):
     sol = solve_ivp(lambda t, y: np.concatenate([y[d:], (c - A @ y[:d] - y[d:]) / lam]), (0, times[-1]),
                     np.concatenate([x0, np.zeros(d)]), method="DOP853", t_eval=times, rtol=1e-13, atol=1e-14)
     return sol.y[:d].T
+
+
+def expm_flow(A, c, x0, lam, times):
+    """The same flow from the exponential of its first-order state matrix, without diagonalising A.
+
+    λ > 0: (x, ẋ, 1)' = [[0, I, 0], [-A/λ, -I/λ, c/λ], [0, 0, 0]] (x, ẋ, 1); λ = 0: (x, 1)' = [[-A, c], [0, 0]].
+    """
+    d = len(x0)
+    if lam == 0:
+        M = np.zeros((d + 1, d + 1))
+        M[:d, :d], M[:d, d] = -A, c
+        y0 = np.concatenate([x0, [1.0]])
+    else:
+        M = np.zeros((2 * d + 1, 2 * d + 1))
+        M[:d, d:2 * d] = np.eye(d)
+        M[d:2 * d, :d], M[d:2 * d, d:2 * d], M[d:2 * d, 2 * d] = -A / lam, -np.eye(d) / lam, c / lam
+        y0 = np.concatenate([x0, np.zeros(d), [1.0]])
+    return np.array([(expm(M * t) @ y0)[:d] for t in times])
 
 
 # -- heavy_ball_quadratic_path -----------------------------------------------------------------------
@@ -101,6 +120,26 @@ def test_quadratic_flow_matches_solve_ivp(lam):
     assert fl.x.shape == (81, 2) and fl.lam == lam and np.array_equal(fl.time, times)
     assert np.abs(fl.x - ref).max() < 1e-9
     assert np.array_equal(fl.x[0], X0) or np.allclose(fl.x[0], X0, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("lam", [0.0, 1e-3, 0.3, 2.0, 40.0])
+def test_quadratic_flow_matches_the_exponential_of_the_state_matrix_in_every_damping_regime(lam):
+    """Modes a = 0, 1e-9 (drift), 0.04, critical 1/(4λ) and 1/(4λ)(1 ± 1e-9), 3: over-, critically and
+    under-damped at once, in a rotated basis; the reference exponentiates the whole (2d+1) system."""
+    rng = np.random.default_rng(7)
+    crit = 0.25 / lam if lam else 1.0
+    a = np.array([0.0, 1e-9, 0.04, crit, crit * (1 + 1e-9), crit * (1 - 1e-9), 3.0])
+    Q, _ = np.linalg.qr(rng.standard_normal((a.size, a.size)))
+    Ar = Q @ np.diag(a) @ Q.T
+    Ar = 0.5 * (Ar + Ar.T)
+    c, x0 = rng.standard_normal(a.size), rng.standard_normal(a.size)
+    times = np.array([0.0, 1e-6, 0.01, 0.5, 3.0, 20.0])
+    fl = dm.quadratic_flow(Ar, c, x0, lam, times)
+    # the reference is the less accurate side when stiff (λ = 1e-3, t = 20: 4e-11 against 40-digit mpmath,
+    # quadratic_flow 2e-12): its (2d+1) matrix has norm t/λ
+    ref = expm_flow(Ar, c, x0, lam, times)
+    assert np.abs(fl.x - ref).max() < 1e-10 * max(1.0, np.abs(ref).max())
+    assert np.array_equal(fl.x[0], x0) or np.allclose(fl.x[0], x0, rtol=0, atol=1e-14)
 
 
 def test_quadratic_flow_on_a_singular_matrix_drifts_along_the_null_space():
