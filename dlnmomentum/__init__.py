@@ -23,7 +23,13 @@ from .results import Trajectory
 from .runs.flow import FlowConfig, FlowResult, mgd_time
 from .runs.mgd import MGDConfig, MGDResult, batch_indices
 from .runs.network import NetworkConfig, NetworkResult
-from .runs.quadratic import heavy_ball_quadratic
+from .runs.quadratic import (
+    QuadraticFlowPath,
+    QuadraticPath,
+    heavy_ball_quadratic,
+    heavy_ball_quadratic_path,
+    quadratic_flow,
+)
 from .status import CONVERGED, DIVERGED, INTERRUPTED, MAX_STEPS, RUNNING, STATUS_MESSAGES, Status
 from .store import StoreBusyError, StoreCorruptError, StoreError, open_store, resume
 from .sweeps.execute import open_sweep
@@ -37,6 +43,7 @@ __all__ = [
     "CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STATUS_MESSAGES", "Status",
     "MGDConfig", "MGDResult", "Problem", "Record", "Trajectory",
     "batch_indices", "heavy_ball_quadratic", "mgd", "sparse_regression",
+    "QuadraticFlowPath", "QuadraticPath", "heavy_ball_quadratic_path", "quadratic_flow",
     "FlowConfig", "FlowResult", "gf", "mgd_time", "mgf", "mgf_from_mgd",
     "StoreBusyError", "StoreCorruptError", "StoreError", "open_store", "resume",
     "Sweep", "open_sweep", "parse_grid", "resume_sweep", "sweep",

@@ -395,14 +395,14 @@ def _mgd_advance(
 
 
 @njit(**JIT_OPTIONS)
-def _heavy_ball_quadratic(A, c, gamma, beta, x, x_prev, n_steps):
-    """Heavy ball on f(x) = ½xᵀAx - cᵀx, in place: x_{k+1} = x_k - γ(Ax_k - c) + β(x_k - x_{k-1}).
+def _heavy_ball_steps(A, c, gamma, beta, x, x_prev, n_steps, grad, new):
+    """``n_steps`` heavy-ball steps on f(x) = ½xᵀAx - cᵀx, in place (``grad``, ``new``: scratch of length d).
 
-    Returns ``DIVERGED`` if an iterate leaves (-OVERFLOW, OVERFLOW), else ``RUNNING``.
+    x_{k+1} = x_k - γ(Ax_k - c) + β(x_k - x_{k-1}) (eq. (mgd) with ∇f(x) = Ax - c), Ax_k summed as in
+    :func:`_axpy_columns`. Returns ``DIVERGED`` (``x``, ``x_prev`` left at the last finite iterates) if an
+    iterate leaves (-OVERFLOW, OVERFLOW), NaN included, else ``RUNNING``.
     """
     d = x.shape[0]
-    grad = np.empty(d)
-    new = np.empty(d)
     for _ in range(n_steps):
         _axpy_columns(A, x, d, grad)
         ok = True
@@ -416,4 +416,42 @@ def _heavy_ball_quadratic(A, c, gamma, beta, x, x_prev, n_steps):
         for i in range(d):
             x_prev[i] = x[i]
             x[i] = new[i]
+    return RUNNING
+
+
+@njit(**JIT_OPTIONS)
+def _heavy_ball_quadratic(A, c, gamma, beta, x, x_prev, n_steps):
+    """Heavy ball on f(x) = ½xᵀAx - cᵀx, in place: x_{k+1} = x_k - γ(Ax_k - c) + β(x_k - x_{k-1}).
+
+    Returns ``DIVERGED`` if an iterate leaves (-OVERFLOW, OVERFLOW), else ``RUNNING``.
+    """
+    d = x.shape[0]
+    return _heavy_ball_steps(A, c, gamma, beta, x, x_prev, n_steps, np.empty(d), np.empty(d))
+
+
+@njit(**JIT_OPTIONS)
+def _heavy_ball_quadratic_path(A, c, gamma, beta, x, x_prev, every, n_steps, path, filled):
+    """Heavy ball on f(x) = ½xᵀAx - cᵀx (as :func:`_heavy_ball_steps`), recording iterates into ``path``.
+
+    ``path[0]`` is the iterate on entry; ``path[r]`` for r ≥ 1 the iterate after ``min(r·every, n_steps)``
+    steps (so the last row, ``path.shape[0] - 1``, holds the iterate after ``n_steps``; the caller sizes
+    ``path`` to ``ceil(n_steps / every) + 1`` rows). ``filled[0]`` is set to the number of rows written.
+    Returns ``DIVERGED`` when an iterate leaves (-OVERFLOW, OVERFLOW): the rows after the last finite
+    recorded iterate are left untouched. Else ``RUNNING``.
+    """
+    d = x.shape[0]
+    grad = np.empty(d)
+    new = np.empty(d)
+    for i in range(d):
+        path[0, i] = x[i]
+    filled[0] = 1
+    done = 0
+    for r in range(1, path.shape[0]):
+        n = min(every, n_steps - done)
+        if _heavy_ball_steps(A, c, gamma, beta, x, x_prev, n, grad, new) == DIVERGED:
+            return DIVERGED
+        done += n
+        for i in range(d):
+            path[r, i] = x[i]
+        filled[0] = r + 1
     return RUNNING
