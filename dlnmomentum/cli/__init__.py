@@ -9,11 +9,11 @@ import argparse
 import sys
 
 from ..sweeps.cuda import CudaUnavailableError
-from . import flow, run, store, sweep, theory
+from . import figure, flow, run, store, sweep, theory
 from .common import EXIT_CODES_HELP, EXIT_ERROR, EXIT_INTERRUPTED
 
 #: The command modules, in the order of ``dlnm --help``.
-COMMANDS = (run, flow, sweep, store, theory)
+COMMANDS = (run, flow, sweep, store, theory, figure)
 
 
 def build_parser():

@@ -73,6 +73,8 @@ def put_sweep(h5, name, sw):
             ds = g.create_dataset(dim, data=sw.coords[dim])
             ds.make_scale(dim)
     for field, arr in list(sw.data.items()) + [("done", sw.done.astype(np.uint8))]:
+        if field in sw.dims:  # a parameter that is a dim (lam of a flow line): its coordinate holds it
+            continue
         arr = np.asarray(arr)
         ds = g.create_dataset(field, data=arr, compression="gzip", shuffle=True)
         for axis, dim in enumerate(sw.dims):
@@ -88,6 +90,12 @@ def get_sweep(h5, name):
     dims = tuple(attr_str(g.attrs["dims"]).split(","))
     coords = {k: g[k][...] for k in dims + ("coord",) if k in g}
     data = {k: g[k][...] for k in g if k not in coords and k != "done"}
+    shape = g["done"].shape
+    for axis, dim in enumerate(dims):
+        if dim in ("lam", "gamma", "beta"):  # the parameter field of a dim, as the sweep had it
+            view = [1] * len(shape)
+            view[axis] = shape[axis]
+            data[dim] = np.broadcast_to(coords[dim].reshape(view), shape).copy()
     return Sweep(dims, coords, data, g["done"][...].astype(bool), json.loads(attr_str(g.attrs["config"])))
 
 

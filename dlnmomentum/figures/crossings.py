@@ -67,6 +67,9 @@ def plot(h5, fig):
     axes[0].set_ylabel("‖θ - θ_GF(Δ∞)‖ / ‖θ_GF(Δ∞)‖")
     axes[1].set_ylabel("‖θ̃0‖∞")
     for ax in axes:
+        if not ax.collections:
+            ax.text(0.5, 0.5, f"no run reached train loss ≤ {designs.FIT_TOL:g}", ha="center", transform=ax.transAxes)
+            continue
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("sign changes of w± + 0.5")

@@ -23,8 +23,8 @@ FIT_TOL = 1e-10
 #: Sizes: data replications, the MGD grid, its step cap, the MGF λ line, its time cap, MGD's constant-λ
 #: lines (the MGF line's positive λ at these β) and the data means of ``data-mean``.
 SETTINGS = {
-    "tiny": {"reps": 1, "gammas": "3e-3:1e-1:3:log", "betas": "0:0.9:3", "steps": 20_000,
-             "lams": [0.0, 0.1, 1.0], "t_max": 300.0, "line_betas": [0.0, 0.9], "mus": [0.0, 1.0]},
+    "tiny": {"reps": 1, "gammas": "1e-2:1e-1:3:log", "betas": "0:0.9:3", "steps": 300_000,
+             "lams": [0.0, 0.1, 1.0], "t_max": 4000.0, "line_betas": [0.0, 0.9], "mus": [0.0, 1.0]},
     "quick": {"reps": 2, "gammas": "1e-3:1e-1:12:log", "betas": "0:0.95:12", "steps": 2_000_000,
               "lams": [0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0], "t_max": 2e4,
               "line_betas": [0.0, 0.5, 0.9], "mus": [0.0, 0.5, 1.0, 1.5]},

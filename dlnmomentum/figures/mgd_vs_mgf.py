@@ -7,6 +7,7 @@ follows MGF. Points that did not reach the fit tolerance (or diverged) are cross
 
 import numpy as np
 
+from ..status import Status
 from . import designs
 from .common import converged_mask, get_sweep, mean_over_reps, put_sweep, summarize
 
@@ -46,6 +47,7 @@ def compute(h5, size, log=print, parts="parts"):
 def plot(h5, fig):
     lines, line = get_sweep(h5, "mgd"), get_sweep(h5, "mgf")
     ok = converged_mask(lines, designs.FIT_TOL).all(axis=0)
+    diverged = (np.asarray(lines.data["status"]) == Status.DIVERGED).any(axis=0)  # not drawn: no limit
     lam_mgf = np.asarray(line.coords["lam"])
     for k, (field, label) in enumerate((("test_loss", "test loss"), ("delta_inf_norm", "‖Δ∞‖₂"))):
         ax = fig.add_subplot(1, 2, k + 1)
@@ -55,14 +57,15 @@ def plot(h5, fig):
         for ib, beta in enumerate(lines.coords["beta"]):
             lam = np.asarray(lines.coords["lam"])
             ax.plot(lam[ok[ib]], y[ib][ok[ib]], "o", ms=4, color=f"C{ib}", label=f"MGD, β = {beta:g}")
-            bad = ~ok[ib] & np.isfinite(y[ib])
+            bad = ~ok[ib] & ~diverged[ib] & np.isfinite(y[ib])
             ax.plot(lam[bad], y[ib][bad], "x", ms=5, color=f"C{ib}")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("λ")
         ax.set_ylabel(label)
         if k == 0:
-            ax.legend(fontsize=6, title="×: not converged / diverged", title_fontsize=6)
+            ax.legend(fontsize=6, title=f"×: not converged; diverged: {int(diverged.sum())} (not drawn)",
+                      title_fontsize=6)
 
 
 def setting(size):

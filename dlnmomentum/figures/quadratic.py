@@ -231,4 +231,3 @@ def plot(h5, fig):
     fig.suptitle(f"{TITLE.split(':')[0]}: f(x) = ½xᵀAx - cᵀx, A = {_matrix_text(A_)}, c = {list(map(float, c_))}, "
                  f"x0 = {list(map(float, x0))}; γ = {gamma:g}, β = {beta:g}, λ = {lam:g}, K = {K} iterates",
                  fontsize=10)
-    fig.tight_layout()

@@ -1,0 +1,85 @@
+"""``dlnm figure NAME``, ``dlnm plot STORE``, ``dlnm reproduce``: the paper's figures from one command.
+
+Each figure is computed into an HDF5 figure store (``<out>/<name>.h5``, its sweeps resumable under
+``<out>/parts``) and drawn from the store (PNG and PDF); ``dlnm plot`` redraws a store without running
+anything. Every figure prints the status of its runs (converged, at the step cap, diverged).
+"""
+
+import json
+import sys
+import time
+
+from ..figures import FIGURES, figure, plot_store, reproduce
+from ..figures.common import SIZES
+from .common import EXIT_OK
+
+
+def _log(line):
+    print(line, file=sys.stderr, flush=True)
+
+
+def _size(args):
+    return "full" if args.full else "tiny" if args.tiny else "quick"
+
+
+def _report(name, store, images, summary, as_json):
+    if as_json:
+        print(json.dumps({"figure": name, "store": store, "images": images, "summary": summary}, default=str))
+        return
+    print(f"{name}: {store} -> {', '.join(images)}")
+    for key, value in summary.items():
+        print(f"  {key}: {json.dumps(value, default=str)}")
+
+
+def _cmd_figure(args):
+    t0 = time.perf_counter()
+    store, images, summary = figure(args.name, _size(args), args.out, args.overwrite, log=_log)
+    _report(args.name, store, images, summary, args.json)
+    _log(f"{args.name}: {time.perf_counter() - t0:.1f} s")
+    return EXIT_OK
+
+
+def _cmd_plot(args):
+    images = plot_store(args.store, args.out)
+    print("\n".join(images))
+    return EXIT_OK
+
+
+def _cmd_reproduce(args):
+    t0 = time.perf_counter()
+    results = reproduce(_size(args), args.out, args.overwrite, log=_log, names=args.only)
+    for name, (store, images, summary) in results.items():
+        _report(name, store, images, summary, args.json)
+    _log(f"reproduce [{_size(args)}]: {len(results)} figures in {time.perf_counter() - t0:.1f} s")
+    return EXIT_OK
+
+
+def _size_flags(p):
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="small grids and caps: every figure in minutes (default)")
+    g.add_argument("--full", action="store_true", help="the paper's sizes and tolerances (hours; resumable)")
+    g.add_argument("--tiny", action="store_true", help="seconds (for tests)")
+    p.add_argument("--out", default="figures", help="folder for the stores and images (default: figures)")
+    p.add_argument("--overwrite", action="store_true", help="recompute an existing figure store")
+    p.add_argument("--json", action="store_true", help="print the summaries as JSON lines")
+
+
+def register(subparsers):
+    """Add ``dlnm figure``, ``dlnm plot`` and ``dlnm reproduce``."""
+    sizes = "/".join(SIZES)
+    p = subparsers.add_parser("figure", help="compute and draw one of the paper's figures",
+                              description="Compute a figure into <out>/<name>.h5 (its sweeps resumable under "
+                              f"<out>/parts) and draw it to PNG and PDF. Sizes {sizes}. Figures: "
+                              + ", ".join(FIGURES))
+    p.add_argument("name", choices=tuple(FIGURES), metavar="NAME", help="one of: " + ", ".join(FIGURES))
+    _size_flags(p)
+    p.set_defaults(func=_cmd_figure)
+    p = subparsers.add_parser("plot", help="redraw a figure store (runs nothing)")
+    p.add_argument("store", help="a figure store written by dlnm figure / dlnm reproduce")
+    p.add_argument("--out", default=None, help="folder for the images (default: next to the store)")
+    p.set_defaults(func=_cmd_plot)
+    p = subparsers.add_parser("reproduce", help="compute and draw every diagonal-network figure of the paper")
+    _size_flags(p)
+    p.add_argument("--only", nargs="+", choices=tuple(FIGURES), default=None, metavar="NAME",
+                   help="only these figures")
+    p.set_defaults(func=_cmd_reproduce)
