@@ -46,7 +46,7 @@ def setting(size, **extra):
     """The setting line of a figure's title."""
     s = settings(size)
     out = {k: v for k, v in data_spec().items() if k != "n_test"}
-    out.update(alpha=ALPHA, reps=s["reps"], seed="0..%d" % (s["reps"] - 1), stop_tol=STOP_TOL, fit_tol=FIT_TOL)
+    out.update(alpha=ALPHA, reps=s["reps"], seed=f"0..{s['reps'] - 1}", stop_tol=STOP_TOL, fit_tol=FIT_TOL)
     out.update(extra)
     return out
 

@@ -21,7 +21,8 @@ def corollary3(sw):
     delta0 = alpha * alpha  # u0 = α1, v0 = 0: w± = α, Δ0 = α²
     no_cross = sw.done & ~np.asarray(sw.data["crossed"]).astype(bool)
     below = (np.asarray(sw.data["delta_inf"]) < delta0).all(axis=-1)
-    return {"runs_without_sign_changes": int(no_cross.sum()), "with_delta_inf_below_delta0": int((no_cross & below).sum())}
+    return {"runs_without_sign_changes": int(no_cross.sum()),
+            "with_delta_inf_below_delta0": int((no_cross & below).sum())}
 
 
 def compute(h5, size, log=print, parts="parts"):
