@@ -47,10 +47,10 @@ def compute(h5, size, log=print, parts="parts"):
     for field in FIELDS:
         y = np.where(ok, mean_over_reps(grid, field), np.nan)
         out["spread"][field] = {"lam": binned_spread(lam, y), "lam_central": binned_spread(lc, y),
-                                "points": int(np.isfinite(y).sum())}
+                                "gamma": binned_spread(G, y), "points": int(np.isfinite(y).sum())}
     for field, s in out["spread"].items():
         log(f"  within-bin spread of log10 {field}: by lambda {s['lam']:.4f}, by lambda_central "
-            f"{s['lam_central']:.4f} ({s['points']} converged grid points)")
+            f"{s['lam_central']:.4f}, by gamma alone {s['gamma']:.4f} ({s['points']} converged grid points)")
     return out
 
 

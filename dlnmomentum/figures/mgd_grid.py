@@ -34,6 +34,8 @@ def compute(h5, size, log=print, parts="parts"):
 
 
 def plot(h5, fig):
+    from matplotlib.ticker import NullFormatter
+
     sw = get_sweep(h5, "mgd")
     gammas, betas = sw.coords["gamma"], sw.coords["beta"]
     G, B = np.meshgrid(gammas, betas)
@@ -52,6 +54,7 @@ def plot(h5, fig):
         mark_points(ax, G, B, no_cross, "no sign change", marker="o", color="white")
         mark_points(ax, G, B, bad, f"not at train loss ≤ {designs.FIT_TOL:g}", marker="x", color="red")
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("step size γ")
         ax.set_ylabel("momentum β")
         ax.set_title(label, fontsize=8)
