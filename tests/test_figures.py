@@ -12,7 +12,7 @@ import pytest
 
 import dlnmomentum as dm
 from dlnmomentum.cli import main
-from dlnmomentum.figures import FIGURES, common, plot_store
+from dlnmomentum.figures import FIGURES, common, designs, plot_store
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_status_is_reported_and_marks_follow_it(tiny):
     status = np.asarray(sw.data["status"])
     assert summary["mgd"]["points"] == sw.done.sum() == status.size
     assert sum(summary["mgd"]["status"].values()) == status.size
-    reached = (np.asarray(sw.data["train_loss"]) <= 1e-10) | (status == dm.Status.CONVERGED)
+    reached = (np.asarray(sw.data["train_loss"]) <= designs.FIT_TOL) | (status == dm.Status.CONVERGED)
     assert summary["mgd"]["reached_tol"] == int(reached.sum())
     # theory fields: a value exactly where the run reached the fit tolerance, else NaN with a reason
     reason = np.asarray(sw.data["theory_reason"])

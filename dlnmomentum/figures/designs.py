@@ -17,8 +17,10 @@ from .common import ALPHA, PAPER_DATA, check_size, run_sweep
 #: Runs stop at this train loss (the paper's MGF footnote: "falls under 1e-20").
 STOP_TOL = 1e-20
 #: A run that ends with a train loss above this did not converge: marked in every plot, and its theory
-#: fields are NaN with ``theory_reason`` ``not_converged``.
-FIT_TOL = 1e-10
+#: fields are NaN with ``theory_reason`` ``not_converged``. 1e-8 is the interpolation threshold the paper's
+#: Figure 4 uses; at it the Theorem 1/2 prediction gap is about 1e-4 (1e-9 at a train loss of 1e-20), which the
+#: figures' summaries report with every claim.
+FIT_TOL = 1e-8
 
 #: Sizes: data replications, the MGD grid, its step cap, the MGF λ line, its time cap, MGD's constant-λ
 #: lines (the MGF line's positive λ at these β) and the data means of ``data-mean``.
@@ -26,7 +28,7 @@ SETTINGS = {
     "tiny": {"reps": 1, "gammas": "1e-2:1e-1:3:log", "betas": "0:0.9:3", "steps": 300_000,
              "lams": [0.0, 0.1, 1.0], "t_max": 4000.0, "line_betas": [0.0, 0.9], "mus": [0.0, 1.0]},
     "quick": {"reps": 2, "gammas": "1e-3:1e-1:12:log", "betas": "0:0.95:12", "steps": 2_000_000,
-              "lams": [0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0], "t_max": 2e4,
+              "lams": [0.0, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0], "t_max": 5e4,
               "line_betas": [0.0, 0.5, 0.9], "mus": [0.0, 0.5, 1.0, 1.5]},
     "full": {"reps": 5, "gammas": "1e-3:1e-1:20:log", "betas": "0:0.95:20", "steps": 10_000_000,
              "lams": [0.0] + list(np.round(np.geomspace(5e-3, 1.0, 24), 6)), "t_max": 1e6,
