@@ -105,3 +105,26 @@ def test_cli_pairs_and_lambda_lines(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["sweep", "--pairs", "0.05:0.9", "--steps", "100"])
     assert "--pairs must be" in capsys.readouterr().err
+
+
+def test_progress_eta_starts_after_the_compiling_first_call():
+    """The first kernel call compiles: the bar's clock starts after it, so the ETA is that of the work."""
+    import io
+    import time
+
+    from tqdm import tqdm
+
+    from dlnmomentum.sweeps.execute import CompileAwareBar
+
+    buf = io.StringIO()
+    bar = CompileAwareBar(tqdm(total=1000, file=buf, mininterval=0, smoothing=0.1))
+    time.sleep(0.6)  # the compiling first chunk
+    bar.update(10)
+    for _ in range(4):
+        time.sleep(0.01)
+        bar.update(10)
+    info = bar.bar.format_dict
+    assert info["n"] == 50 and info["elapsed"] < 0.3
+    remaining = (info["total"] - info["n"]) / info["rate"]
+    assert remaining < 5.0  # about 1 s of work left; a rate over the compile would say about 12 s
+    bar.close()

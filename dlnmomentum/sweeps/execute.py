@@ -73,6 +73,27 @@ def waves(plan, pending, engine, block_size, wave_size=None):
     return [pending[i:i + size] for i in range(0, n, size)]
 
 
+class CompileAwareBar:
+    """A tqdm bar whose rate (and ETA) starts after the first update: the first kernel call of a session
+    compiles (seconds), and a rate measured over it would show a multi-hour ETA for a sweep of minutes."""
+
+    def __init__(self, bar):
+        self.bar = bar
+        self.first = True
+
+    def update(self, n):
+        if self.first:
+            self.first = False
+            self.bar.reset(total=self.bar.total)  # the clock and the rate estimate start now
+            self.bar.initial = self.bar.n = self.bar.last_print_n = n
+            self.bar.refresh()
+            return
+        self.bar.update(n)
+
+    def close(self):
+        self.bar.close()
+
+
 def _progress(progress, total, desc, initial=0):
     if progress is None:
         progress = bool(total > 1e8 and sys.stderr.isatty())
@@ -80,8 +101,8 @@ def _progress(progress, total, desc, initial=0):
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=initial, desc=desc, unit="run-step", unit_scale=True, dynamic_ncols=True,
-                smoothing=0.1)
+    return CompileAwareBar(tqdm(total=total, initial=initial, desc=desc, unit="run-step", unit_scale=True,
+                                dynamic_ncols=True, smoothing=0.1))
 
 
 def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"):

@@ -1,0 +1,77 @@
+"""Print the numbers of ``docs/findings.md`` from figure stores (reads the stores; computes nothing).
+
+    dlnm reproduce --quick --out figures        # or --full; writes figures/<name>.h5
+    python scripts/findings.py figures [a|b|c]  # the three findings, from those stores
+
+(a) the distance to the Δ∞-only prediction after sign changes (``crossings.h5``), (b) λ against λ_central
+as the map from MGD to MGF (``lambda-collapse.h5``), (c) the small-λ formulas for Δ∞ (``mgf-lambda.h5``).
+"""
+
+import os
+import sys
+
+import h5py
+import numpy as np
+
+from dlnmomentum.figures import common, designs
+from dlnmomentum.status import Status
+
+
+def _open(folder, name):
+    path = os.path.join(folder, f"{name}.h5")
+    if not os.path.exists(path):
+        sys.exit(f"{path} does not exist: run `dlnm figure {name} --quick --out {folder}` first")
+    return h5py.File(path, "r")
+
+
+def finding_a(folder):
+    with _open(folder, "crossings") as h5:
+        size = common.read_attrs(h5)[1]
+        print(f"(a) crossings.h5 [{size}]")
+        for name in ("mgd", "mgf"):
+            sw = common.get_sweep(h5, name)
+            status = np.asarray(sw.data["status"])
+            loss = np.asarray(sw.data["train_loss"])
+            for label, keep in ((f"train loss <= {designs.FIT_TOL:g}", loss <= designs.FIT_TOL),
+                                ("converged to 1e-20", status == Status.CONVERGED)):
+                keep = keep & sw.done & (np.asarray(sw.data["theory_reason"]) == 0)
+                crossed = np.asarray(sw.data["sign_changes"]) > 0
+                dist = np.asarray(sw.data["normalized_distance"])
+                gap = np.asarray(sw.data["prediction_gap"])
+                for what, sel in (("with sign changes", keep & crossed), ("without", keep & ~crossed)):
+                    if sel.any():
+                        print(f"  {name}, {label}, {what}: {int(sel.sum())} runs; normalised distance max "
+                              f"{dist[sel].max():.3g} ({int((dist[sel] > 0.01).sum())} above 0.01); Theorem 1/2 "
+                              f"prediction gap max {gap[sel].max():.2g}")
+
+
+def finding_b(folder):
+    with _open(folder, "lambda-collapse") as h5:
+        size, summary = common.read_attrs(h5)[1], common.read_attrs(h5)[3]
+        print(f"(b) lambda-collapse.h5 [{size}]: within-bin spread of log10 (smaller: the map collapses the grid)")
+        for field, s in summary["spread"].items():
+            print(f"  {field}: by lambda {s['lam']:.3f}, by lambda_central {s['lam_central']:.3f}"
+                  + (f", by gamma alone {s['gamma']:.3f}" if "gamma" in s else "")
+                  + f"  ({s['points']} grid points at train loss <= {designs.FIT_TOL:g})")
+
+
+def finding_c(folder):
+    with _open(folder, "mgf-lambda") as h5:
+        size, summary = common.read_attrs(h5)[1], common.read_attrs(h5)[3]
+        print(f"(c) mgf-lambda.h5 [{size}]: relative error of the small-lambda formulas for ||Delta_inf||_2")
+        for lam, e in summary.get("small_lambda_relative_error", {}).items():
+            print(f"  lambda = {lam}: appendix Delta0 exp(-2 lam G) {e['appendix']:+.1%}, main text "
+                  f"Delta0^2 exp(-2 lam G) (Delta^2 on both sides) {e['main_text']:+.1%}")
+
+
+def main(argv):
+    if not argv:
+        sys.exit(__doc__)
+    folder, which = argv[0], (argv[1:] or ["a", "b", "c"])
+    for w in which:
+        {"a": finding_a, "b": finding_b, "c": finding_c}[w](folder)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
