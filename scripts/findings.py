@@ -38,11 +38,12 @@ def finding_a(folder):
                 crossed = np.asarray(sw.data["sign_changes"]) > 0
                 dist = np.asarray(sw.data["normalized_distance"])
                 gap = np.asarray(sw.data["prediction_gap"])
+                theta0 = np.abs(np.asarray(sw.data["theta0_tilde"])).max(axis=-1)
                 for what, sel in (("with sign changes", keep & crossed), ("without", keep & ~crossed)):
                     if sel.any():
                         print(f"  {name}, {label}, {what}: {int(sel.sum())} runs; normalised distance max "
                               f"{dist[sel].max():.3g} ({int((dist[sel] > 0.01).sum())} above 0.01); Theorem 1/2 "
-                              f"prediction gap max {gap[sel].max():.2g}")
+                              f"prediction gap max {gap[sel].max():.2g}; max |theta0_tilde| {theta0[sel].max():.2g}")
 
 
 def finding_b(folder):
