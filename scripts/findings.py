@@ -54,6 +54,10 @@ def finding_b(folder):
             print(f"  {field}: by lambda {s['lam']:.3f}, by lambda_central {s['lam_central']:.3f}"
                   + (f", by gamma alone {s['gamma']:.3f}" if "gamma" in s else "")
                   + f"  ({s['points']} grid points at train loss <= {designs.FIT_TOL:g})")
+        print("  rms log10 distance of the grid points to the MGF(lambda) curve read at each map:")
+        for field, s in summary.get("distance_to_mgf", {}).items():
+            print(f"  {field}: at lambda {s['lam']:.3f} ({s['points_lam']} points), at lambda_central "
+                  f"{s['lam_central']:.3f} ({s['points_lam_central']} points)")
 
 
 def finding_c(folder):

@@ -3,7 +3,8 @@
 Every grid point's test loss and ‖Δ∞‖₂ (mean over the data sets) against its λ (left) and against its
 λ_central (right), coloured by β, with the MGF(λ) curve on top. The within-bin spread of log₁₀ of each
 quantity (points binned by the map, pooled standard deviation inside the bins) is printed for both
-maps: the smaller, the better the map collapses the grid (finding (b) of ``docs/findings.md``).
+maps: the smaller, the better the map collapses the grid; and the RMS distance (log₁₀) of the grid points to
+the MGF(λ) curve read at each map (finding (b) of ``docs/findings.md``).
 """
 
 import numpy as np
@@ -32,6 +33,21 @@ def binned_spread(x, y, bins=BINS):
     return float(np.sqrt(within / ly.size))
 
 
+def distance_to_curve(x, y, curve_x, curve_y):
+    """RMS of log10(y) - log10(curve(x)) over the points inside the curve's range (log-log interpolation)."""
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    cx, cy = np.asarray(curve_x, dtype=float), np.asarray(curve_y, dtype=float)
+    good = (cx > 0) & np.isfinite(cy) & (cy > 0)
+    cx, cy = np.log10(cx[good]), np.log10(cy[good])
+    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    lx, ly = np.log10(x[keep]), np.log10(y[keep])
+    inside = (lx >= cx.min()) & (lx <= cx.max())
+    if not inside.any():
+        return float("nan"), 0
+    resid = ly[inside] - np.interp(lx[inside], cx, cy)
+    return float(np.sqrt(np.mean(resid**2))), int(inside.sum())
+
+
 def compute(h5, size, log=print, parts="parts"):
     grid = designs.mgd_grid(parts, size, log)
     line = designs.mgf_line(parts, size, log)
@@ -48,9 +64,16 @@ def compute(h5, size, log=print, parts="parts"):
         y = np.where(ok, mean_over_reps(grid, field), np.nan)
         out["spread"][field] = {"lam": binned_spread(lam, y), "lam_central": binned_spread(lc, y),
                                 "gamma": binned_spread(G, y), "points": int(np.isfinite(y).sum())}
+        curve_x, curve_y = np.asarray(line.coords["lam"]), mean_over_reps(line, field)
+        (d_lam, n_lam), (d_lc, n_lc) = (distance_to_curve(m, y, curve_x, curve_y) for m in (lam, lc))
+        out.setdefault("distance_to_mgf", {})[field] = {"lam": d_lam, "lam_central": d_lc,
+                                                        "points_lam": n_lam, "points_lam_central": n_lc}
     for field, s in out["spread"].items():
         log(f"  within-bin spread of log10 {field}: by lambda {s['lam']:.4f}, by lambda_central "
             f"{s['lam_central']:.4f}, by gamma alone {s['gamma']:.4f} ({s['points']} converged grid points)")
+    for field, s in out["distance_to_mgf"].items():
+        log(f"  rms log10 distance of {field} to the MGF(lambda) curve: at lambda {s['lam']:.4f}, at lambda_central "
+            f"{s['lam_central']:.4f}")
     return out
 
 
