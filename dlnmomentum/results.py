@@ -5,6 +5,7 @@ names their columns, for live results (:func:`trajectory_from_blocks`) and for s
 """
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +13,10 @@ import numpy as np
 from .kernels.layout import N_REC_VECTORS
 from .record import SCALAR_FIELDS, VECTOR_FIELDS
 from .status import Status
+
+#: A run that is not ``converged`` and ends above this train loss gets a warning with its prediction (the
+#: theorems describe the limit); the threshold of the paper's Figure 4 and of sweeps' ``theory_tol``.
+PREDICTION_TRAIN_LOSS = 1e-8
 
 
 def readonly(arr, dtype=None):
@@ -153,6 +158,15 @@ class ResultMixin(StatusMixin):
         if cached is None:
             from .theory import predict
 
+            status = getattr(self, "status", None)
+            if status == Status.DIVERGED:
+                raise ValueError("this run diverged: there is no limit for Theorems 1-2 to predict")
+            loss = float(getattr(self, "train_loss", 0.0))
+            if status != Status.CONVERGED and not loss <= PREDICTION_TRAIN_LOSS:
+                warnings.warn(f"the theorems describe the limit, and this run ended at train loss {loss:.3g} "
+                              f"(status {getattr(status, 'label', status)}), above {PREDICTION_TRAIN_LOSS:g}: its "
+                              "prediction gap also measures how far it is from converging (run longer or pass tol=)",
+                              RuntimeWarning, stacklevel=2)
             cached = predict(self.problem.X, self.problem.y, self.delta_inf, self.theta0_tilde, self.theta)
             object.__setattr__(self, "_prediction", cached)
         return cached

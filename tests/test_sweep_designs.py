@@ -128,3 +128,17 @@ def test_progress_eta_starts_after_the_compiling_first_call():
     remaining = (info["total"] - info["n"]) / info["rate"]
     assert remaining < 5.0  # about 1 s of work left; a rate over the compile would say about 12 s
     bar.close()
+
+
+def test_single_run_prediction_says_why_it_is_not_a_limit():
+    problem = dm.sparse_regression(n=20, d=30, s=5, seed=0)
+    early = dm.mgd(problem, 0.05, 0.8, steps=1000)
+    with pytest.warns(RuntimeWarning, match="train loss .* above 1e-08"):
+        early.prediction()
+    with pytest.raises(ValueError, match="diverged"):
+        dm.mgd(problem, 50.0, 0.8, steps=1000).prediction()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dm.mgd(problem, 0.05, 0.8, steps=10**6, tol=1e-20).prediction_gap < 1e-8
