@@ -3,11 +3,13 @@
 For each μ: test loss (top) and ‖Δ∞‖₂ (bottom) against λ for MGF(λ) (curve, gradient flow as the
 dotted line) and for MGD on the constant-λ lines (markers), mean over the data sets. The paper: for
 uncentred data there is a range of λ where MGF beats GF and a smaller ‖Δ∞‖ goes with a smaller test
-loss; for centred data (μ = 0) the relationship breaks.
+loss; for centred data (μ = 0) the relationship breaks. MGD points that did not reach the fit tolerance
+are crossed; diverged ones are not drawn (the summary counts them).
 """
 
 import numpy as np
 
+from ..status import Status
 from . import designs
 from .common import converged_mask, get_sweep, mean_over_reps, put_sweep, summarize
 
@@ -40,6 +42,7 @@ def plot(h5, fig):
         line, lines = get_sweep(h5, f"mu={mu:g}/mgf"), get_sweep(h5, f"mu={mu:g}/mgd")
         lams = np.asarray(line.coords["lam"])
         ok = converged_mask(lines, designs.FIT_TOL).all(axis=0)
+        diverged = (np.asarray(lines.data["status"]) == Status.DIVERGED).any(axis=0)  # no limit: not drawn
         for row, (field, label) in enumerate((("test_loss", "test loss"), ("delta_inf_norm", "‖Δ∞‖₂"))):
             ax = fig.add_subplot(2, len(mus), row * len(mus) + col + 1)
             y = mean_over_reps(line, field)
@@ -50,6 +53,9 @@ def plot(h5, fig):
             for ib, beta in enumerate(lines.coords["beta"]):
                 lam = np.asarray(lines.coords["lam"])
                 ax.plot(lam[ok[ib]], ym[ib][ok[ib]], "o", ms=3, color=f"C{ib}", label=f"MGD β={beta:g}")
+                bad = ~ok[ib] & ~diverged[ib] & np.isfinite(ym[ib])
+                ax.plot(lam[bad], ym[ib][bad], "x", ms=4, color=f"C{ib}",
+                        label="not converged" if ib == 0 and row == 0 else None)
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_title(f"μ = {mu:g}: {label}", fontsize=8)
