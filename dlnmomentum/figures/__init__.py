@@ -11,11 +11,13 @@ Diagonal linear networks (``dlnm figure NAME``, ``dlnm reproduce``; :data:`FIGUR
 ``data-mean``       Figure 9: the data mean μ ∈ {0, 0.5, 1, 1.5}
 ``lambda-collapse``  grid points against λ and λ_central (Appendix A), with the within-bin spreads
 ``crossings``       the normalised distance and |θ̃0| against the number of sign changes
+``teacher-student``  Figure 2: a ReLU student over (γ, β), test loss at train loss 1e-5
+``deep-linear``     Figure 6: a deep linear network over (γ, β), losses after 1000 epochs
 ==================  =================================================================================
 
 A figure module has ``NAME``, ``TITLE``, ``SIZES``, ``compute(h5, size, log, [parts])`` (writes
 everything into the open store, returns the summary of its claims) and ``plot(h5, fig)`` (draws from
-the store only). :mod:`.networks` holds the network figures (Figures 2 and 6).
+the store only). :mod:`.networks` holds the λ measure of the network figures and their earlier functions.
 """
 
 import inspect
@@ -27,21 +29,23 @@ from . import (
     common,
     crossings,
     data_mean,
+    deep_linear,
     lambda_collapse,
     mgd_grid,
     mgd_vs_mgf,
     mgf_lambda,
     mgf_triple,
     quadratic,
+    teacher_student,
 )
 
 #: The figure modules by name, in the order of ``dlnm reproduce``.
 FIGURES = {m.NAME: m for m in (quadratic, mgf_lambda, mgd_grid, mgd_vs_mgf, mgf_triple, data_mean,
-                               lambda_collapse, crossings)}
+                               lambda_collapse, crossings, teacher_student, deep_linear)}
 #: Figure sizes (inches) by name; default 5 per panel.
 _FIGSIZE = {"quadratic": (15.0, 4.8), "mgf-lambda": (7.5, 5.0), "mgd-grid": (17.0, 5.0), "mgd-vs-mgf": (12.0, 5.0),
             "mgf-triple": (18.0, 4.8), "data-mean": (16.0, 8.0), "lambda-collapse": (12.0, 9.5),
-            "crossings": (12.0, 5.0)}
+            "crossings": (12.0, 5.0), "teacher-student": (7.0, 5.5), "deep-linear": (13.0, 5.0)}
 
 
 def figure_module(name):

@@ -129,8 +129,9 @@ def summarize(sweeps, tol):
     out = {}
     for name, sw in sweeps.items():
         ok = converged_mask(sw, tol)
-        out[name] = {"points": int(sw.done.sum()), "status": status_counts(sw), "reached_tol": int(ok.sum()),
-                     "crossed": int(np.asarray(sw.data["crossed"])[sw.done].astype(bool).sum())}
+        out[name] = {"points": int(sw.done.sum()), "status": status_counts(sw), "reached_tol": int(ok.sum())}
+        if "crossed" in sw.data:  # (network sweeps have no sign crossings)
+            out[name]["crossed"] = int(np.asarray(sw.data["crossed"])[sw.done].astype(bool).sum())
     return out
 
 
