@@ -88,12 +88,16 @@ class BlockFailedError(RuntimeError):
         self.key, self.points, self.cause = key, points, cause
 
 
+class DistributedUnavailableError(ImportError):
+    """A client or a scheduler was given but ``dask.distributed`` is not installed."""
+
+
 def require_distributed():
-    """The ``distributed`` module, or an ImportError naming the extra to install."""
+    """The ``distributed`` module, or :class:`DistributedUnavailableError` naming the extra to install."""
     try:
         import distributed
     except ImportError as exc:
-        raise ImportError(f"distributed sweeps need dask.distributed, which is not installed ({exc}); "
+        raise DistributedUnavailableError(f"distributed sweeps need dask.distributed, which is not installed ({exc}); "
                           f"{_INSTALL_HINT}") from exc
     return distributed
 
@@ -322,7 +326,8 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
             submit()
             while inflight:
                 try:
-                    distributed.wait(list(inflight), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
+                    with client.as_current():  # wait() asks for the current client, maybe not the default one
+                        distributed.wait(list(inflight), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
                 except TimeoutError:
                     pass
                 if flag["signum"] is not None:
@@ -331,14 +336,17 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
                 ended = [f for f in inflight if f.status in ("finished", "error", "cancelled")]
                 finished = [f for f in ended if f.status == "finished"]
                 for fut in ended:
+                    points = inflight.pop(fut)
                     if fut.status != "finished":
-                        failures.append((fut, inflight[fut]))
+                        failures.append((fut, points))
+                submit()  # the workers go on while this process writes
                 batch_points, batch_results = [], []
                 for points, results, _ in (client.gather(finished) if finished else []):
                     fresh = [(p, r) for p, r in zip(points, results, strict=True) if not done.flat[p]]
                     if fresh:  # a point is written once per session
                         batch_points.extend(p for p, _ in fresh)
                         batch_results.extend(r for _, r in fresh)
+                del finished, ended
                 if batch_points:
                     record(plan, data, done, batch_points, batch_results)
                     if store is not None:
@@ -348,9 +356,6 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
                         bar.update(len(batch_points))
                     if log is not None:
                         log(f"wrote {written}/{pending.size} pending points ({int(done.sum())}/{done.size} done)")
-                for fut in ended:
-                    del inflight[fut]
-                submit()
     except KeyboardInterrupt:
         interrupted = True
     finally:
