@@ -48,7 +48,6 @@ import numba
 import numpy as np
 
 from ..driver import deferred_signals
-from ..kernels.sweep import LW
 from ..store.files import to_jsonable
 from .execute import begin, execute, make_engine, record
 from .flows import FlowEngine
