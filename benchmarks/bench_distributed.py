@@ -42,7 +42,7 @@ def problem():
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                        silence_logs=logging.CRITICAL)
     c = distributed.Client(cluster)
     c.wait_for_workers(2, timeout=120)
@@ -144,7 +144,7 @@ def test_scheduler_bottleneck_with_100_workers(benchmark, problem, tmp_path, mac
     """Tiny blocks on 100 simulated workers (25 in-process workers x 4 threads: 100 task slots, one process, so
     that 2 cores can hold them): blocks per second through the whole path vs bare tasks."""
     t0 = time.perf_counter()
-    cluster = distributed.LocalCluster(n_workers=25, threads_per_worker=4, processes=False, dashboard_address=None,
+    cluster = distributed.LocalCluster(n_workers=25, threads_per_worker=4, processes=False, dashboard_address=":0",
                                        silence_logs=logging.CRITICAL)
     c = distributed.Client(cluster)
     start = time.perf_counter() - t0
@@ -154,11 +154,12 @@ def test_scheduler_bottleneck_with_100_workers(benchmark, problem, tmp_path, mac
         betas = np.linspace(0.0, 0.9, TINY_POINTS // 80)
 
         def tiny(store):
-            return sweep(problem, gammas=gammas, betas=betas, steps=10, store=store, overwrite=True, client=c,
-                         wave_size=8, seed=next(_rounds))
+            return sweep(problem, gammas=gammas, betas=betas, steps=10, store=store, overwrite=store is not None,
+                         client=c, wave_size=8, seed=next(_rounds))
 
         tiny(str(tmp_path / "warm.h5"))
         t_sweep, _ = _timed(lambda: tiny(str(tmp_path / "tiny.h5")), 2)
+        t_nostore, _ = _timed(lambda: tiny(None), 2)
         per_block = t_sweep / (TINY_POINTS // 8)
         t_local, _ = _timed(lambda: sweep(problem, gammas=gammas, betas=betas, steps=10), 2)
         ntasks = 2000
@@ -176,10 +177,11 @@ def test_scheduler_bottleneck_with_100_workers(benchmark, problem, tmp_path, mac
         cluster.close()
     compute = _measured.get("dist", 1.0) * 2 / 400  # single-core seconds of one 1e5-step point
     benchmark.extra_info.update(machine=machine, start_s=start, per_block_s=per_block, per_bare_task_s=per_task,
-                                tiny_sweep_s=t_sweep, tiny_local_s=t_local)
+                                tiny_sweep_s=t_sweep, tiny_local_s=t_local, tiny_no_store_s=t_nostore)
     print(f"\n100 simulated workers (25 x 4 threads, one process; started in {start:.1f} s): "
-          f"{TINY_POINTS // 8} blocks of 8 points x 10 steps in {t_sweep:.3f} s = {per_block * 1e3:.2f} ms per block through sweep(client=) "
-          f"({1 / per_block:.0f} blocks/s; the same grid in one process: {t_local:.3f} s); bare no-op tasks: "
+          f"{TINY_POINTS // 8} blocks of 8 points x 10 steps in {t_sweep:.3f} s = {per_block * 1e3:.2f} ms per block "
+          f"through sweep(client=) ({1 / per_block:.0f} blocks/s; without a store {t_nostore:.3f} s; the same grid "
+          f"in one process: {t_local:.3f} s); bare no-op tasks: "
           f"{per_task * 1e3:.3f} ms per task ({1 / per_task:.0f} tasks/s)")
     print(f"  -> W workers stay busy while a block takes more than W x {per_block * 1e3:.2f} ms: 100 workers need "
           f">= {100 * per_block:.2f} s blocks, i.e. >= {100 * per_block / compute:.0f} points of 1e5 steps "
