@@ -170,9 +170,8 @@ def _read_lines(stream, out):
     out.put(None)
 
 
-def test_a_client_killed_mid_sweep_resumes_with_only_the_missing_points(client, reference, tmp_path):
-    wait_workers(client)
-    path = str(tmp_path / "cluster.h5")
+def _cli_sweep(client, path):
+    """``dlnm sweep --scheduler`` of the grid in a subprocess, its stderr lines in a queue."""
     grid_args = ["--gammas", ",".join(repr(float(g)) for g in GRID["gammas"]),
                  "--betas", ",".join(repr(float(b)) for b in GRID["betas"]),
                  "--reps", str(GRID["reps"]), "--steps", str(GRID["steps"])]
@@ -183,20 +182,33 @@ def test_a_client_killed_mid_sweep_resumes_with_only_the_missing_points(client, 
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines = queue.Queue()
     threading.Thread(target=_read_lines, args=(proc.stderr, lines), daemon=True).start()
+    return proc, lines
+
+
+def _signal_after_first_write(proc, lines, signum):
+    """Send ``signum`` once the subprocess has written its first block; returns the lines seen."""
     seen = []
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=1.0)
+        except queue.Empty:
+            continue
+        if line is None:
+            break
+        seen.append(line)
+        if "wrote" in line:
+            proc.send_signal(signum)
+            break
+    return seen
+
+
+def test_a_client_killed_mid_sweep_resumes_with_only_the_missing_points(client, reference, tmp_path):
+    wait_workers(client)
+    path = str(tmp_path / "cluster.h5")
+    proc, lines = _cli_sweep(client, path)
     try:
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            try:
-                line = lines.get(timeout=1.0)
-            except queue.Empty:
-                continue
-            if line is None:
-                break
-            seen.append(line)
-            if "wrote" in line:
-                proc.send_signal(signal.SIGKILL)
-                break
+        seen = _signal_after_first_write(proc, lines, signal.SIGKILL)
     finally:
         proc.kill()
         proc.wait(timeout=60)
@@ -215,6 +227,23 @@ def test_a_client_killed_mid_sweep_resumes_with_only_the_missing_points(client, 
         assert f.attrs["sessions"] == 2
     assert int((session == 1).sum()) == done_before and int((session == 2).sum()) == pending
     assert_same_store(reference, path, skip={"session"})
+
+
+def test_sigterm_stops_the_client_with_the_finished_blocks_kept(client, tmp_path):
+    wait_workers(client)
+    path = str(tmp_path / "cluster.h5")
+    proc, lines = _cli_sweep(client, path)
+    try:
+        seen = _signal_after_first_write(proc, lines, signal.SIGTERM)
+        proc.wait(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    seen += [line for line in iter(lines.get, None)]
+    assert proc.returncode == 130, "".join(seen)  # interrupted, resumable
+    assert any("dlnm sweep --resume --store" in line for line in seen), "".join(seen)
+    done = dm.open_sweep(path).done
+    assert 0 < int(done.sum()) < NPOINTS
 
 
 def test_a_failing_block_is_named_and_the_store_kept(client, tmp_path):
