@@ -63,7 +63,7 @@ TASKS_PER_WORKER = 8
 #: Longest work of one block, in single-core seconds (results come back and are written per block).
 TASK_SECONDS = 60.0
 #: Shortest work of one block, in single-core seconds, when the grid is large enough (per-task overhead).
-MIN_TASK_SECONDS = 0.5
+MIN_TASK_SECONDS = 0.2
 #: Estimated single-core cost of a discrete run-step per flop of its gradient (before any measurement).
 SECONDS_PER_FLOP = 0.07e-9
 #: Blocks in flight per worker thread at most (the scheduler queues the rest of those submitted).
