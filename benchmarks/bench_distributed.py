@@ -14,7 +14,9 @@ Run: ``python -m pytest benchmarks/bench_distributed.py --benchmark-only -s``
 """
 
 import logging
+import os
 import re
+import resource
 import time
 
 import numpy as np
@@ -29,6 +31,7 @@ STEPS = 100_000
 GAMMAS = np.geomspace(1e-3, 3e-2, 20)
 BETAS = np.linspace(0.0, 0.9, 20)
 TARGET = 0.80
+ROUNDS = 5
 BLOCK_SIZES = (8, 24, 48, 96, 200)
 TINY_POINTS = 8 * 400  # 400 blocks of 8 points, 10 steps each: dispatch only
 
@@ -83,35 +86,56 @@ def _blocks(lines):
     return int(m.group(1)), int(m.group(2))
 
 
+def _cpu_self():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _cpu_workers(client):
+    return sum(client.run(_cpu_self).values())
+
+
 def test_distributed_throughput(benchmark, problem, client, tmp_path, machine):
     sweep(problem, gammas=GAMMAS[:8], betas=BETAS[:1], steps=10)  # load the compiled kernels here...
     sweep(problem, gammas=GAMMAS[:8], betas=BETAS[:2], steps=10, client=client)  # ...and on the workers
-    singles, dists, lines = [], [], []
+    singles, dists, lines, cpu = [], [], [], {"single": [], "workers": [], "client": []}
     run_steps = []
 
     def pair():  # interleaved: the load of a shared machine moves both alike
+        c0 = _cpu_self()
         t, res = _timed(lambda: _single(problem, tmp_path), 1)
+        cpu["single"].append(_cpu_self() - c0)
         singles.append(t)
         run_steps.append(int(res.steps_done.sum()))
         lines.clear()
+        w0, c0 = _cpu_workers(client), _cpu_self()
         t, res = _timed(lambda: _dist(problem, tmp_path, client, lines=lines), 1)
+        cpu["client"].append(_cpu_self() - c0)
+        cpu["workers"].append(_cpu_workers(client) - w0)
         assert res.complete
         dists.append(t)
 
-    benchmark.pedantic(pair, rounds=3, iterations=1)
+    benchmark.pedantic(pair, rounds=ROUNDS, iterations=1)
     single, t, steps = min(singles), min(dists), run_steps[0]
     ntasks, size = _blocks(lines)
     ratio = single / t
+    cpu_single = min(cpu["single"])
+    cpu_dist = min(w + c for w, c in zip(cpu["workers"], cpu["client"], strict=True))
     _measured.update(single=single, dist=t)
     benchmark.extra_info.update(machine=machine, single_s=singles, distributed_s=dists, ratio=ratio, tasks=ntasks,
                                 block_points=size, single_ns_per_run_step=single / steps * 1e9,
-                                distributed_ns_per_run_step=t / steps * 1e9)
+                                distributed_ns_per_run_step=t / steps * 1e9, cpu_s=cpu,
+                                load_average=os.getloadavg())
     print(f"\n400 points x {STEPS} steps, store: one process (2 threads) {single:.3f} s "
           f"({single / steps * 1e9:.1f} ns/run-step); 2 workers x 1 thread {t:.3f} s "
           f"({t / steps * 1e9:.1f} ns/run-step): {100 * ratio:.1f} % of the single-process throughput, "
           f"overhead {t - single:+.3f} s ({100 * (t / single - 1):+.1f} %); {ntasks} blocks of <= {size} points; "
           f"rounds: one process {', '.join(f'{x:.3f}' for x in singles)} s, cluster "
-          f"{', '.join(f'{x:.3f}' for x in dists)} s  [{machine}]")
+          f"{', '.join(f'{x:.3f}' for x in dists)} s; CPU seconds (least of the rounds): one process "
+          f"{cpu_single:.2f}, cluster {cpu_dist:.2f} (workers "
+          f"{', '.join(f'{x:.2f}' for x in cpu['workers'])}; client and scheduler "
+          f"{', '.join(f'{x:.2f}' for x in cpu['client'])}): CPU efficiency {100 * cpu_single / cpu_dist:.1f} %; "
+          f"load average {os.getloadavg()[0]:.1f}  [{machine}]")
     assert ratio >= TARGET
 
 
