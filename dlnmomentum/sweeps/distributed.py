@@ -64,6 +64,9 @@ TASKS_PER_WORKER = 8
 TASK_SECONDS = 60.0
 #: Shortest work of one block, in single-core seconds, when the grid is large enough (per-task overhead).
 MIN_TASK_SECONDS = 0.2
+#: Seconds of the scheduler and the client per block (measured, ``benchmarks/README.md``): with W workers a block
+#: must take more than W times this, or the scheduler, not the workers, sets the pace.
+SECONDS_PER_TASK = 0.005
 #: Estimated single-core cost of a discrete run-step per flop of its gradient (before any measurement).
 SECONDS_PER_FLOP = 0.07e-9
 #: Blocks in flight per worker thread at most (the scheduler queues the rest of those submitted).
@@ -175,8 +178,9 @@ def task_blocks(plan, pending, workers, block_size, device="cpu", wave_size=None
     """Cut the pending points (flat indices, increasing) into the blocks that become tasks.
 
     ``wave_size`` given: blocks of that many points (rounded up to whole ``block_size``). Otherwise
-    about :data:`TASKS_PER_WORKER` blocks per worker, each of :data:`MIN_TASK_SECONDS` to
-    :data:`TASK_SECONDS` of estimated work where the grid allows (``device="cuda"``: two per worker,
+    about :data:`TASKS_PER_WORKER` blocks per worker, each of :data:`TASK_SECONDS` of estimated work at
+    most and at least :data:`MIN_TASK_SECONDS`, or ``workers`` x :data:`SECONDS_PER_TASK` (the scheduler's
+    pace), where the grid allows (``device="cuda"``: two per worker,
     a GPU wants many runs at once), of nearly equal sizes in whole ``block_size``.
     """
     pending = np.asarray(pending, dtype=np.int64)
@@ -193,7 +197,8 @@ def task_blocks(plan, pending, workers, block_size, device="cpu", wave_size=None
     else:
         total = n * point_seconds(plan, block_size)
         ntasks = max(TASKS_PER_WORKER * workers, math.ceil(total / TASK_SECONDS))
-        ntasks = min(ntasks, max(workers, int(total / MIN_TASK_SECONDS)))
+        shortest = max(MIN_TASK_SECONDS, workers * SECONDS_PER_TASK)
+        ntasks = min(ntasks, max(workers, int(total / shortest)))
     ntasks = max(1, min(ntasks, math.ceil(n / unit)))
     # equal shares in whole units (sizes differ by one unit at most)
     units = math.ceil(n / unit)
