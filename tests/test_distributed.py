@@ -110,6 +110,13 @@ def test_block_keys_name_what_is_computed():
     assert D.plan_key(other) != key
 
 
+def test_without_dask_the_error_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed now raises ImportError
+    with pytest.raises(ImportError, match=r"pip install \"dlnmomentum\[distributed\]\""):
+        D.executor_for(object())
+    assert D.executor_for(None) is D.execute  # no client: this machine, dask not needed
+
+
 def test_client_must_be_a_dask_client():
     with pytest.raises(TypeError, match="client must be a dask.distributed.Client"):
         dm.sweep(SPEC, gammas=[0.01], betas=[0.0], steps=10, client="tcp://127.0.0.1:8786")

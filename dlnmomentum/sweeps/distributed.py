@@ -99,8 +99,8 @@ def require_distributed():
     try:
         import distributed
     except ImportError as exc:
-        raise DistributedUnavailableError(f"distributed sweeps need dask.distributed, which is not installed ({exc}); "
-                          f"{_INSTALL_HINT}") from exc
+        raise DistributedUnavailableError(f"distributed sweeps need dask.distributed, which is not installed "
+                                          f"({exc}); {_INSTALL_HINT}") from exc
     return distributed
 
 
