@@ -20,6 +20,7 @@ from .store import run_with_store
 from .store.files import StoreError, StoreExistsError
 from .store.sweep_format import SweepFile
 from .store.sweep_format import lock as sweep_lock
+from .sweeps.distributed import executor_for
 from .sweeps.execute import block_size_of, check_device, run_plan, store_path
 from .sweeps.networks import is_network_sweep, resume_networks_sweep
 from .sweeps.networks import networks_sweep as _networks_sweep
@@ -215,7 +216,7 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
 def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, steps=None, t_max=None, reps=1,
           batch_size=None, seed=0, store=None, tol=None, progress=None, alpha=0.01, replace=False,
           gradient="auto", block_size=None, theory=False, theory_tol=1e-8, resume=False, overwrite=False,
-          log=None, wave_size=None, device="cpu"):
+          log=None, wave_size=None, device="cpu", client=None):
     r"""Run MGD/SMGD over a (β, γ) grid, constant-λ lines or (γ, β) pairs, or MGF(λ) over a λ line.
 
     Designs (:mod:`dlnmomentum.sweeps.plan`): ``gammas`` and ``betas`` — a (β, γ) grid; ``lams`` and
@@ -279,6 +280,11 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
         ``cpu``: the lockstep SIMD engine on all cores; ``cuda``: one warp per run on an NVIDIA GPU
         (discrete sweeps; needs numba-cuda, ``pip install ".[cuda]"``). Every point agrees with the
         CPU engine (see ``benchmarks/README.md`` for the measured agreement).
+    client : dask.distributed.Client, optional
+        Run the points on a Dask cluster (:mod:`dlnmomentum.sweeps.distributed`): blocks of points
+        become tasks on the workers (each with ``device``'s engine), this process writes the store;
+        same result, bit for bit. ``wave_size`` is then the points per task (default: about 8 tasks
+        per worker). Needs the ``distributed`` extra.
 
     Returns
     -------
@@ -289,9 +295,10 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
     if isinstance(problem_or_spec, NetworkProblem) or (isinstance(problem_or_spec, dict)
                                                        and "generator" in problem_or_spec):
         # a network problem or spec: the network sweep engine (same Sweep, its own store)
-        if lams is not None or t_max is not None or theory or gradient != "auto" or device != "cpu":
-            raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, theory, gradient "
-                             "or device); see dlnmomentum.networks_sweep")
+        if (lams is not None or t_max is not None or theory or gradient != "auto" or device != "cpu"
+                or client is not None):
+            raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, theory, gradient, "
+                             "device or client); see dlnmomentum.networks_sweep")
         return networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed,
                               tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
                               overwrite=overwrite, wave_size=wave_size, log=log)
@@ -300,11 +307,12 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     plan = Plan(config, problem)
-    check_device(device, plan)
+    executor = executor_for(client)
+    check_device(device, plan, here=client is None)
     if store is None:
         if resume:
             raise ValueError("resume=True needs a store")
-        return run_plan(plan, None, progress, block_size, log, wave_size, device)
+        return run_plan(plan, None, progress, block_size, log, wave_size, device, executor)
     path = store_path(store)
     lock = sweep_lock(path)
     try:
@@ -323,20 +331,24 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
                                        "overwrite=True to replace it")
         if not os.path.exists(path):
             sw.create(plan)
-        return run_plan(plan, sw, progress, block_size, log, wave_size, device)
+        return run_plan(plan, sw, progress, block_size, log, wave_size, device, executor)
     finally:
         lock.release()
 
 
-def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=None, device="cpu"):
+def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=None, device="cpu", client=None):
     """Continue the sweep stored at ``path`` with its stored configuration (only missing points run).
 
-    ``device`` as in :func:`sweep`: a sweep may be continued on another device than it started on.
+    ``device`` and ``client`` as in :func:`sweep`: a sweep may be continued on another device, or on a
+    Dask cluster, than it started on.
     """
     path = store_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"sweep store {path} does not exist")
+    executor = executor_for(client)
     if is_network_sweep(path):
+        if client is not None:
+            raise ValueError("client: network sweeps run on one machine (dlnmomentum.networks_sweep)")
         return resume_networks_sweep(path, wave_size=wave_size, log=log)
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
@@ -346,8 +358,8 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
         config, problem = sw.read_config()
         config.pop("sessions", None)
         plan = Plan(config, problem)
-        check_device(device, plan)
-        return run_plan(plan, sw, progress, block_size, log, wave_size, device)
+        check_device(device, plan, here=client is None)
+        return run_plan(plan, sw, progress, block_size, log, wave_size, device, executor)
     finally:
         lock.release()
 

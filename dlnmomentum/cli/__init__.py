@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from ..sweeps.cuda import CudaUnavailableError
+from ..sweeps.distributed import BlockFailedError, DistributedUnavailableError
 from . import figure, flow, run, store, sweep, theory
 from .common import EXIT_CODES_HELP, EXIT_ERROR, EXIT_INTERRUPTED
 
@@ -35,7 +36,8 @@ def main(argv=None):
     except KeyboardInterrupt:  # a second Ctrl-C: the state is kept as at the last chunk or wave
         print("dlnm: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (ValueError, TypeError, OSError, CudaUnavailableError) as exc:  # OSError: StoreError, missing files
+    except (ValueError, TypeError, OSError, CudaUnavailableError, DistributedUnavailableError,
+            BlockFailedError) as exc:  # OSError: StoreError, missing files
         print(f"dlnm: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
 

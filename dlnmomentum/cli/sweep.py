@@ -7,6 +7,7 @@ import sys
 import numba
 
 from ..api import resume_sweep, sweep
+from ..sweeps.distributed import connect
 from ..sweeps.grid import parse_grid
 from ..validate import as_int
 from .common import (
@@ -28,10 +29,24 @@ def _cmd_sweep(args):
 
     progress = progress_wanted(args)
     if args.threads is not None:
+        if args.scheduler is not None:
+            raise ValueError("--threads sets the threads of this machine; with --scheduler every Dask worker uses "
+                             "the cores of its host shared by its worker processes (NUMBA_NUM_THREADS of the "
+                             "worker caps them)")
         numba.set_num_threads(as_int("threads", args.threads, low=1, high=numba.config.NUMBA_NUM_THREADS))
+    if args.scheduler is None:
+        return _run(args, log, progress, None)
+    client = connect(args.scheduler)
+    try:
+        return _run(args, log, progress, client)
+    finally:
+        client.close()
+
+
+def _run(args, log, progress, client):
     if args.resume and args.store and os.path.exists(args.store):
         result = resume_sweep(args.store, progress=progress, block_size=args.block_size, log=log,
-                              wave_size=args.wave_size, device=args.device)
+                              wave_size=args.wave_size, device=args.device, client=client)
     else:
         if args.lams is None and args.pairs is None and (args.gammas is None or args.betas is None):
             raise ValueError("dlnm sweep needs --gammas and --betas, --lams (with --betas: constant-lambda lines "
@@ -45,7 +60,8 @@ def _cmd_sweep(args):
                        store=args.store, tol=args.tol, progress=progress, alpha=args.alpha,
                        replace=args.replace, gradient=args.gradient, block_size=args.block_size,
                        theory=args.theory, theory_tol=args.theory_tol, overwrite=args.overwrite,
-                       resume=args.resume, log=log, wave_size=args.wave_size, device=args.device)
+                       resume=args.resume, log=log, wave_size=args.wave_size, device=args.device,
+                       client=client)
     if args.json:
         out = {"complete": result.complete, "interrupted": bool(getattr(result, "interrupted", False)),
                "done": int(result.done.sum()), "points": int(result.done.size), "store": result.path}
@@ -129,8 +145,13 @@ def register(subparsers):
                    help="cpu: lockstep SIMD engine on all cores (default); cuda: one warp per run on an NVIDIA "
                    "GPU (discrete sweeps; needs numba-cuda)")
     p.add_argument("--threads", type=int, default=None, help="number of threads (default: all cores)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the points on the Dask cluster of this scheduler (e.g. tcp://host:8786; start it "
+                   "with `dask scheduler` and `dask worker ADDRESS`); this process writes --store. Needs the "
+                   "distributed extra")
     p.add_argument("--wave-size", type=int, default=None, help="points written to the store together "
-                   "(default: about 20 s of work)")
+                   "(default: about 20 s of work); with --scheduler: points per task (default: about 8 tasks "
+                   "per worker)")
     p.add_argument("--log", action="store_true", help="print a line to stderr after every written wave")
     p.add_argument("--json", action="store_true", help="print a JSON summary")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -7,6 +7,8 @@ Users call :func:`dlnmomentum.sweep` and :func:`dlnmomentum.resume_sweep` (:mod:
 * :mod:`.plan` — the validated configuration and data sets of a sweep (:class:`~.plan.Plan`);
 * :mod:`.lockstep`, :mod:`.flows` — the CPU engines (discrete points, flow points);
 * :mod:`.execute` — waves of points through an engine into the store, :func:`~.execute.open_sweep`;
+* :mod:`.distributed` — the same plan on a Dask cluster (``sweep(..., client=)``): blocks of points as
+  tasks on the workers, this process the one writer of the store;
 * :mod:`.result` — the labelled result :class:`~.result.Sweep`.
 
 The per-point fields are defined once in :mod:`dlnmomentum.runs.points`, the file layout in

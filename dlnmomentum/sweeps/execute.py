@@ -31,17 +31,22 @@ WAVE_SECONDS = 20.0
 DEVICES = ("cpu", "cuda")
 
 
-def check_device(device, plan=None):
-    """``device`` validated (and, for ``cuda``, a GPU and numba-cuda found) before any work starts."""
+def check_device(device, plan=None, here=True):
+    """``device`` validated (and, for ``cuda``, a GPU and numba-cuda found) before any work starts.
+
+    ``here=False``: the points run elsewhere (Dask workers, :mod:`.distributed`), which check for
+    their GPU themselves; only the name and the plan are checked here.
+    """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     if device == "cuda":
         if plan is not None and not plan.discrete:
             raise ValueError("device='cuda' runs discrete (gammas, betas) sweeps; flow sweeps (lams=...) run on "
                              "the CPU engine (device='cpu')")
-        from .cuda import require_cuda
+        if here:
+            from .cuda import require_cuda
 
-        require_cuda()
+            require_cuda()
     return device
 
 
@@ -105,17 +110,33 @@ def _progress(progress, total, desc, initial=0):
                                 dynamic_ncols=True, smoothing=0.1))
 
 
-def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"):
+def begin(plan, store):
+    """``(data, done, session)`` at the start of a session: the store's points (damaged chunks not done:
+    their points run again) and a new session number, or empty data without a store."""
     data = plan.empty_data()
     done = np.zeros(plan.shape, dtype=bool)
     session = 1
     if store is not None:
-        sdata, sdone, _, _ = store.read(plan, repair=True)  # damaged chunks: their points run again
+        sdata, sdone, _, _ = store.read(plan, repair=True)
         for name in FIELDS:
             data[name] = sdata[name]
         done = sdone.copy()
         session = store.start_session(plan)
     data.update(plan.parameters())
+    return data, done, session
+
+
+def record(plan, data, done, points, results):
+    """Put finished points (flat indices and their fields) into the in-memory grid."""
+    idx = np.unravel_index(np.asarray(points), plan.shape)
+    for name in FIELDS:
+        values = [res.get(name, np.nan) for res in results]
+        data[name][idx] = np.asarray(values, dtype=data[name].dtype)
+    done[idx] = True
+
+
+def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"):
+    data, done, session = begin(plan, store)
     engine = make_engine(plan, block_size, device)
     pending = np.flatnonzero(~done.ravel()).tolist()
     interrupted = False
@@ -133,11 +154,7 @@ def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"
                     interrupted = True
                     break
                 results = engine.finish_points(wave, outputs)
-                idx = np.unravel_index(np.asarray(wave), plan.shape)
-                for name in FIELDS:
-                    values = [res.get(name, np.nan) for res in results]
-                    data[name][idx] = np.asarray(values, dtype=data[name].dtype)
-                done[idx] = True
+                record(plan, data, done, wave, results)
                 if store is not None:
                     store.write_points(plan, wave, results, session)
                 written += len(wave)
@@ -166,8 +183,11 @@ def open_sweep(path):
     return Sweep(plan.dims, plan.coords(), data, done, config, path=path)
 
 
-def run_plan(plan, store, progress, block_size, log, wave_size=None, device="cpu"):
-    data, done, interrupted = execute(plan, store, progress, block_size, log, wave_size, device)
+def run_plan(plan, store, progress, block_size, log, wave_size=None, device="cpu", executor=None):
+    """Run the plan's pending points with ``executor`` (default :func:`execute`, on this machine; a Dask
+    cluster: :func:`.distributed.executor_for`) and return the :class:`Sweep`."""
+    executor = execute if executor is None else executor
+    data, done, interrupted = executor(plan, store, progress, block_size, log, wave_size, device)
     if store is not None:
         result = open_sweep(store.path)
         result.interrupted = interrupted
