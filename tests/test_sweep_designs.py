@@ -142,3 +142,13 @@ def test_single_run_prediction_says_why_it_is_not_a_limit():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert dm.mgd(problem, 0.05, 0.8, steps=10**6, tol=1e-20).prediction_gap < 1e-8
+
+
+def test_a_failing_block_is_described_by_its_own_points():
+    from dlnmomentum.sweeps.distributed import describe_block
+    from dlnmomentum.sweeps.plan import Plan, make_config
+
+    config, problem = make_config(SPEC, None, [0.5, 0.9], [0.1, 1.0], 10, None, 1, None, 0, None, 0.01, False,
+                                  "auto", False, 1e-8)
+    text = describe_block(Plan(config, problem), [0, 1, 2, 3])
+    assert "beta 0.5..0.9, gamma 0.001..0.25" in text  # gamma = lam (1 - beta)^2 over the block

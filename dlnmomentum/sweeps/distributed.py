@@ -154,8 +154,8 @@ def describe_block(plan, points):
     points = np.asarray(points, dtype=np.int64)
     idx = np.unravel_index(points, plan.shape)
     text = f"points {points.min()}..{points.max()} ({points.size} points: rep {idx[0].min()}..{idx[0].max()}"
-    if plan.discrete:
-        b, g = plan.betas[idx[1]], plan.gammas[idx[2]]
+    if plan.discrete:  # every design: the points' own (gamma, beta)
+        g, b = (np.array([plan.gamma_beta(p)[k] for p in points]) for k in (1, 2))
         text += f", beta {b.min():.6g}..{b.max():.6g}, gamma {g.min():.6g}..{g.max():.6g})"
     else:
         lam = plan.lams[idx[1]]
