@@ -10,11 +10,11 @@ import sys
 
 from ..sweeps.cuda import CudaUnavailableError
 from ..sweeps.distributed import BlockFailedError, DistributedUnavailableError
-from . import figure, flow, run, store, sweep, theory
+from . import figure, flow, network, run, store, sweep, theory
 from .common import EXIT_CODES_HELP, EXIT_ERROR, EXIT_INTERRUPTED
 
 #: The command modules, in the order of ``dlnm --help``.
-COMMANDS = (run, flow, sweep, store, theory, figure)
+COMMANDS = (run, flow, sweep, network, store, theory, figure)
 
 
 def build_parser():

@@ -18,6 +18,7 @@ from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION, SweepFile
 from ..validate import as_int
 from .flows import FlowEngine
 from .lockstep import LockstepEngine, threads
+from .networks import is_network_sweep, open_networks_sweep
 from .plan import Plan
 from .result import Sweep, summary_lines
 
@@ -172,10 +173,12 @@ def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"
 
 
 def open_sweep(path):
-    """Read a sweep store into a :class:`Sweep` (points not done hold NaN)."""
+    """Read a sweep store (diagonal or network) into a :class:`Sweep` (points not done hold NaN)."""
     path = store_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"sweep store {path} does not exist")
+    if is_network_sweep(path):
+        return open_networks_sweep(path)
     sw = SweepFile(path)
     config, problem = sw.read_config()
     plan = Plan(config, problem)

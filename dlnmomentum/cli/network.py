@@ -1,0 +1,119 @@
+"""``dlnm network``: MGD / SMGD on the paper's small networks (teacher-student ReLU, deep linear), one run or a
+(β, γ) sweep, optionally stored and resumed."""
+
+import os
+import sys
+
+from ..api import mgd, networks_sweep, resume_sweep
+from ..networks import deep_linear, teacher_student
+from ..sweeps.grid import parse_grid
+from .common import EXIT_INTERRUPTED, EXIT_OK, add_record_arguments, parse_int, print_result, progress_wanted
+
+ARCHITECTURES = ("teacher-student", "deep-linear")
+
+
+def _spec(args):
+    """The generator arguments of ``args`` (a sweep spec without the seed)."""
+    if args.architecture == "teacher-student":
+        return {"generator": "teacher_student", "n": args.n if args.n is not None else 15,
+                "d": args.d if args.d is not None else 2, "teacher_width": args.teacher_width,
+                "student_width": args.student_width, "n_test": args.n_test}
+    widths = [int(w) for w in args.widths.split(",")] if args.widths else [30, 60, 120, 60, 1]
+    return {"generator": "deep_linear", "widths": widths, "init_std": args.init_std,
+            "n": args.n if args.n is not None else 20, "d": args.d if args.d is not None else widths[0],
+            "s": args.s, "mu": args.mu, "sigma": args.sigma, "n_test": args.n_test}
+
+
+def _problem(args):
+    spec = dict(_spec(args))
+    generator = {"teacher_student": teacher_student, "deep_linear": deep_linear}[spec.pop("generator")]
+    return generator(**spec, seed=args.data_seed)
+
+
+def _cmd_network(args):
+    if args.resume and args.store and os.path.exists(args.store):
+        return _finish_sweep(resume_sweep(args.store, log=_log(args)), args)
+    if args.gammas is not None or args.betas is not None:
+        if args.gammas is None or args.betas is None:
+            raise ValueError("a network sweep needs both --gammas and --betas")
+        sw = networks_sweep(_spec(args), gammas=args.gammas, betas=args.betas, steps=args.steps, reps=args.reps,
+                            seed=args.data_seed, tol=args.tol, batch_size=args.batch_size, replace=args.replace,
+                            store=args.store, resume=args.resume, overwrite=args.overwrite, log=_log(args))
+        return _finish_sweep(sw, args)
+    if args.gamma is None or args.beta is None:
+        raise ValueError("dlnm network needs --gamma and --beta (one run) or --gammas and --betas (a sweep)")
+    problem = _problem(args)
+    result = mgd(problem, args.gamma, args.beta, steps=args.steps, batch_size=args.batch_size, replace=args.replace,
+                 seed=args.seed, tol=args.tol, record=_record(args), progress=progress_wanted(args),
+                 store=args.store, overwrite=args.overwrite)
+    return print_result(result, args, problem)
+
+
+def _record(args):
+    from .common import record_from_args
+
+    return record_from_args(args)
+
+
+def _log(args):
+    if not args.log:
+        return None
+    return lambda line: print(f"[dlnm network] {line}", file=sys.stderr, flush=True)
+
+
+def _finish_sweep(sw, args):
+    print(sw.summary())
+    if getattr(sw, "interrupted", False) or not sw.complete:
+        print(f"dlnm network: interrupted; {int(sw.done.sum())}/{sw.done.size} points done"
+              + (f"; continue with: dlnm network {args.architecture} --resume --store {sw.path}" if sw.path else ""),
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _grid(option):
+    def parse(text):
+        return parse_grid(text, option)
+
+    return parse
+
+
+def register(subparsers):
+    """Add ``dlnm network``."""
+    p = subparsers.add_parser(
+        "network", help="MGD/SMGD on a teacher-student ReLU or deep linear network (one run or a sweep)",
+        description="Heavy-ball MGD/SMGD on the paper's small networks (Figures 2 and 6): one run (--gamma, --beta) "
+                    "or a (beta, gamma) grid (--gammas, --betas; rep r uses data seed --data-seed + r), optionally "
+                    "streamed to a resumable HDF5 store. Example: dlnm network teacher-student --gammas "
+                    "1e-2:3e-1:20:log --betas 0:0.9:20 --steps 2e5 --tol 1e-5 --store ts.h5")
+    p.add_argument("architecture", choices=ARCHITECTURES)
+    p.add_argument("--gamma", type=float, default=None, help="step size of one run")
+    p.add_argument("--beta", type=float, default=None, help="momentum of one run, in [0, 1)")
+    p.add_argument("--gammas", type=_grid("--gammas"), default=None, help="step sizes of a sweep")
+    p.add_argument("--betas", type=_grid("--betas"), default=None, help="momenta of a sweep")
+    p.add_argument("--steps", type=parse_int, default=1000, help="updates per run (default 1000), e.g. 2e5")
+    p.add_argument("--reps", type=int, default=1, help="data replications of a sweep (default 1)")
+    p.add_argument("--tol", type=float, default=None, help="stop a run when its train loss is <= tol")
+    p.add_argument("--batch-size", type=int, default=None, help="SMGD batch size (default: full batch)")
+    p.add_argument("--replace", action="store_true", help="SMGD batches with replacement")
+    p.add_argument("--seed", type=int, default=0, help="batch seed of one run")
+    add_record_arguments(p, parse_int, "record every K steps (K >= 1)")
+    p.add_argument("--store", default=None, help="HDF5 file for the run or the sweep")
+    p.add_argument("--resume", action="store_true", help="continue the sweep in --store")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --store")
+    p.add_argument("--log", action="store_true", help="a line on stderr after every written wave")
+    p.add_argument("--json", action="store_true", help="print one run's result as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g = p.add_argument_group("problem")
+    g.add_argument("--n", type=int, default=None, help="training samples (15 teacher-student, 20 deep linear)")
+    g.add_argument("--d", type=int, default=None, help="input dimension (2 teacher-student, widths[0] deep linear)")
+    g.add_argument("--teacher-width", type=int, default=5, help="teacher hidden units (default 5)")
+    g.add_argument("--student-width", type=int, default=20, help="student hidden units (default 20)")
+    g.add_argument("--widths", default=None, help="deep linear layer widths, comma separated (default 30,60,120,60,1)")
+    g.add_argument("--init-std", type=float, default=0.1, help="deep linear initialisation std (default 0.1)")
+    g.add_argument("--s", type=int, default=5, help="deep linear: sparsity of theta* (default 5)")
+    g.add_argument("--mu", type=float, default=1.0, help="deep linear: input mean (default 1)")
+    g.add_argument("--sigma", type=float, default=1.0, help="deep linear: input std (default 1)")
+    g.add_argument("--n-test", type=int, default=1000, help="test samples (default 1000)")
+    g.add_argument("--data-seed", type=int, default=0, help="data (and student) seed (default 0)")
+    p.set_defaults(func=_cmd_network)
