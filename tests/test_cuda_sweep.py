@@ -50,6 +50,10 @@ def _simulate(tmp):
 
         os.kill(os.getpid(), signal.SIGINT)
 
+    import signal
+
+    # the subprocess inherits an ignored SIGINT when the suite runs in the background: give it Python's handler
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     part = dm.sweep(SPEC, **grid, store=path, wave_size=8, log=stop_after_first_wave)
     report["interrupted"] = bool(not part.complete and part.done.sum() > 0)
     resumed = dm.resume_sweep(path, device="cuda", wave_size=8)

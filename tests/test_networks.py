@@ -12,6 +12,7 @@ import signal
 
 import numpy as np
 import pytest
+from signal_helpers import sigint_default
 
 import dlnmomentum as dm
 from dlnmomentum import store as S
@@ -273,7 +274,8 @@ def test_stored_run_resumes_bit_for_bit(dl, tmp_path, monkeypatch, batch_size):
 
     monkeypatch.setattr(store_writer, "_TEST_HOOK", hook)
     path = tmp_path / "net.h5"
-    first = S.run_with_store(run, path, checkpoint_every=0.0)
+    with sigint_default():  # (the suite may run with SIGINT ignored)
+        first = S.run_with_store(run, path, checkpoint_every=0.0)
     monkeypatch.setattr(store_writer, "_TEST_HOOK", None)
     assert first.status_name == "interrupted" and 0 < first.steps_done < 400
     resumed = dm.resume(path)
@@ -317,7 +319,8 @@ def test_sweep_store_interrupted_then_resumed(tmp_path):
         if line.startswith("wrote 2/"):
             os.kill(os.getpid(), signal.SIGINT)
 
-    first = dm.networks_sweep(spec, **kwargs, store=path, wave_size=2, threads=2, log=log)
+    with sigint_default():
+        first = dm.networks_sweep(spec, **kwargs, store=path, wave_size=2, threads=2, log=log)
     assert first.interrupted and first.done.sum() == 2
     with pytest.raises(dm.StoreError, match="exists"):
         dm.networks_sweep(spec, **kwargs, store=path)
