@@ -124,7 +124,7 @@ def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size
 
 def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=None, v_dot0=None, tol=None,
         record=None, progress=None, gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS,
-        store=None, overwrite=False, checkpoint_every=60.0):
+        store=None, overwrite=False, checkpoint_every=60.0, scheme="auto"):
     r"""Integrate momentum gradient flow MGF(λ) on a 2-layer diagonal linear network with fixed-step RK4.
 
     .. math::
@@ -167,6 +167,11 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
         Capacity of the crossing-time log.
     store, overwrite, checkpoint_every
         Stream the run to an HDF5 file (see :mod:`dlnmomentum.store`).
+    scheme : {"auto", "rk4", "exp-rk4"}
+        Stepper: classic RK4, or the exponential RK4 of :mod:`dlnmomentum.kernels.flow_exp`
+        (the fast mode -1/λ exactly, a step set by the gradient time scale, not by λ);
+        ``"auto"`` takes the exponential one when λ is small against that time scale
+        (:func:`dlnmomentum.runs.stepping.choose_scheme`). ``result.config.scheme`` is the one used.
 
     Returns
     -------
@@ -175,20 +180,21 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
     """
     run = prepare_flow(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0,
                        v_dot0=v_dot0, tol=tol, record=record, gradient=gradient, refine_start=refine_start,
-                       max_crossings=max_crossings)
+                       max_crossings=max_crossings, scheme=scheme)
     return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
 
 
 def gf(problem, *, t_max, h=None, alpha=0.01, u0=None, v0=None, tol=None, record=None, progress=None,
        gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS, store=None, overwrite=False,
-       checkpoint_every=60.0):
+       checkpoint_every=60.0, scheme="auto"):
     r"""Integrate gradient flow :math:`\dot w_\pm = \mp\nabla L(\theta)\odot w_\pm` (MGF with λ = 0) by RK4.
 
     Same arguments and result as :func:`mgf` (no initial velocity). Δ_t = Δ_0 along the exact
-    flow; ``J± = G₂ = ∫∇L²``, ``K = Q = 0`` and ``I± = 0``.
+    flow; ``J± = G₂ = ∫∇L²``, ``K = Q = 0`` and ``I± = 0``. ``scheme`` is ``"auto"`` or ``"rk4"``
+    (both RK4: gradient flow has no fast mode for the exponential scheme).
     """
     run = prepare_flow(problem, 0.0, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, tol=tol, record=record,
-                       gradient=gradient, refine_start=refine_start, max_crossings=max_crossings)
+                       gradient=gradient, refine_start=refine_start, max_crossings=max_crossings, scheme=scheme)
     return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
 
 
