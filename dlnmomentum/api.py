@@ -221,7 +221,7 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
 def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_max=None, reps=1,
           batch_size=None, seed=0, store=None, tol=None, progress=None, alpha=0.01, replace=False,
           gradient="auto", block_size=None, theory=False, theory_tol=1e-8, resume=False, overwrite=False,
-          log=None, wave_size=None, device="cpu"):
+          log=None, wave_size=None, device="cpu", scheme="auto"):
     r"""Run MGD/SMGD over a (β, γ) grid, or MGF(λ) over a λ line, for ``reps`` data sets.
 
     Parameters
@@ -278,6 +278,9 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
         ``cpu``: the lockstep SIMD engine on all cores; ``cuda``: one warp per run on an NVIDIA GPU
         (discrete sweeps; needs numba-cuda, ``pip install ".[cuda]"``). Every point agrees with the
         CPU engine (see ``benchmarks/README.md`` for the measured agreement).
+    scheme : {"auto", "rk4", "exp-rk4"}
+        Stepper of a flow sweep, as in :func:`mgf`; with ``"auto"`` every λ gets its own choice
+        (every point equals ``mgf(problem, lam, ..., scheme=scheme)``).
 
     Returns
     -------
@@ -295,7 +298,7 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
                               tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
                               overwrite=overwrite, wave_size=wave_size, log=log)
     config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
-                                        seed, tol, alpha, replace, gradient, theory, theory_tol)
+                                        seed, tol, alpha, replace, gradient, theory, theory_tol, scheme)
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     plan = Plan(config, problem)

@@ -66,7 +66,10 @@ layer exactly but not its coupling through :math:`g`, and the error of steps muc
 λ inside it is not of order four. So a grid step whose start ``t`` has
 ``LAYER_START·λ + LAYER_GROWTH·max(t - LAYER_SPAN·λ, 0)`` below its step is *tiled*: pieces of
 at most that size (growing geometrically), i.e. a graded mesh over the layer, O(log(h/λ))
-extra steps. The same tiling makes the refined start (``m_fine`` pieces of ``h/m_fine``).
+extra steps. The same tiling makes the refined start (``m_fine`` pieces of ``h/m_fine``), and
+the layer's tiling belongs to it: a run without a refined start (``n_fine = 0``,
+``refine_start=None``) takes uniform steps from t = 0 (for a start on the slow manifold, or a
+convergence study).
 
 Grid, state, crossings, divergence
 ----------------------------------
@@ -138,10 +141,10 @@ _B04 = 1.0 / 6.0
 _B05 = 2.0 / 3.0
 
 #: Initial-layer tiling: first piece LAYER_START·λ ...
-LAYER_START = 0.5
+LAYER_START = 0.25
 #: ... then pieces growing by this fraction of the time elapsed beyond LAYER_SPAN·λ.
 LAYER_GROWTH = 0.2
-LAYER_SPAN = 0.0
+LAYER_SPAN = 10.0
 
 # -- the coefficient vector of one step size (``_exp_coefficients``) ----------------------------
 C_H = 0       # the step h
@@ -575,7 +578,10 @@ def _exp_step(X, XT, y, H, b, mode, co, t0, Z, theta, grad, resid, d, nblk,
 
 @njit(**JIT_OPTIONS)
 def _tiled(lam, h, n_fine, m_fine, step):
-    """Is grid ``step`` made of several pieces (refined start or initial layer)?"""
+    """Is grid ``step`` made of several pieces (refined start or initial layer; the layer's tiling is
+    part of the refined start: none without one)?"""
+    if n_fine <= 0:
+        return False
     if step < n_fine and m_fine > 1:
         return True
     return _layer_piece(lam, step * h) < h

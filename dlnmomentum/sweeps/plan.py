@@ -15,6 +15,7 @@ from ..problem import Problem, sparse_regression
 from ..runs.common import check_gradient_form, initial_weights
 from ..runs.mgd import make_config as make_mgd_config
 from ..runs.points import SCALAR_FIELDS, VECTOR_FIELDS
+from ..runs.stepping import check_scheme
 from ..store.files import to_jsonable
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION
 from ..validate import as_float, as_int
@@ -115,7 +116,7 @@ class Plan:
 
 def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size, seed, tol, alpha,
                  replace,
-                 gradient, theory, theory_tol):
+                 gradient, theory, theory_tol, scheme="auto"):
     if isinstance(problem_or_spec, Problem):
         problem, spec = problem_or_spec, None
     else:
@@ -145,6 +146,8 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
             raise ValueError("a discrete sweep needs steps (updates per run)")
         if t_max is not None:
             raise ValueError("t_max is for flow sweeps (lams=...); a discrete sweep takes steps")
+        if scheme != "auto":
+            raise ValueError("scheme is for flow sweeps (lams=...); a discrete sweep has no stepping scheme")
         gammas = as_grid("gammas", gammas, low=0.0, low_open=True)
         betas = as_grid("betas", betas, low=0.0, high=1.0, high_open=True)
         steps = as_int("steps", steps, low=0)
@@ -169,7 +172,11 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
             raise ValueError("reps > 1 with a fixed Problem would repeat identical flows; pass a spec")
         lams = as_grid("lams", lams, low=0.0)
         t_max = as_float("t_max", t_max, low=0.0, low_open=True)
-        config.update(kind="mgf", lams=lams.tolist(), t_max=t_max)
+        check_scheme(scheme)
+        if scheme == "exp-rk4" and not np.all(lams > 0.0):
+            raise ValueError("scheme must be 'rk4' or 'auto' for a line with lam = 0 (gradient flow): the "
+                             "exponential scheme needs lambda > 0")
+        config.update(kind="mgf", lams=lams.tolist(), t_max=t_max, scheme=scheme)
     return config, problem
 
 
@@ -181,9 +188,18 @@ def _spec_problem(spec, seed):
 
 _SEMANTIC_KEYS = ("kind", "reps", "seed", "tol", "alpha", "gradient", "theory", "theory_tol", "spec",
                   "fingerprint", "gammas", "betas", "steps", "batch_size", "replace", "lams", "t_max", "n",
-                  "d")
+                  "d", "scheme")
+
+
+def flow_scheme(config):
+    """The stepping scheme of a flow sweep's configuration (stores written before it existed: ``"rk4"``)."""
+    return config.get("scheme", "rk4")
 
 
 def config_differences(a, b):
-    return [k for k in _SEMANTIC_KEYS if to_jsonable(a.get(k)) != to_jsonable(b.get(k))]
+    def value(c, k):
+        if k == "scheme":
+            return flow_scheme(c) if c.get("kind") == "mgf" else None
+        return to_jsonable(c.get(k))
+    return [k for k in _SEMANTIC_KEYS if value(a, k) != value(b, k)]
 
