@@ -152,8 +152,9 @@ def _slow_velocity(problem, u0, v0):
     return (vp + vm) / 2, (vp - vm) / 2
 
 
-@pytest.mark.parametrize("lam", [1e-6, 1e-4, 1e-2, 1.0])
-def test_fourth_order_convergence_against_radau(problem, lam):
+@pytest.mark.parametrize("lam, hs", [(1e-6, (0.02, 0.01, 0.005)), (1e-4, (0.02, 0.01, 0.005)),
+                                     (1e-2, (0.02, 0.01, 0.005)), (1.0, (0.08, 0.04, 0.02))])
+def test_fourth_order_convergence_against_radau(problem, lam, hs):
     """Error ratios ≈ 16 when h halves, uniformly in λ (stiff order 4), on a smooth solution.
 
     The start is on the slow manifold (no initial layer of width λ) and the steps are uniform
@@ -166,7 +167,7 @@ def test_fourth_order_convergence_against_radau(problem, lam):
     want = _radau(problem, lam, t_max, np.concatenate([u0 + v0, u0 - v0]),
                   np.concatenate([ud0 + vd0, ud0 - vd0]))
     errors = []
-    for h in (0.02, 0.01, 0.005):
+    for h in hs:
         res = dm.mgf(problem, lam, t_max=t_max, h=h, u0=u0, v0=v0, u_dot0=ud0, v_dot0=vd0, refine_start=None,
                      scheme="exp-rk4", gradient="hessian")
         errors.append(np.abs(res.theta - want).max())
@@ -190,7 +191,7 @@ def test_default_runs_are_accurate_from_rest(problem, lam):
 
 @pytest.mark.parametrize("lam", [0.05, 0.5])
 def test_agrees_with_rk4_where_both_are_accurate(problem, lam):
-    kw = dict(t_max=20.0, h=0.004, refine_start=None)
+    kw = dict(t_max=20.0, h=0.001, refine_start=None)
     a = dm.mgf(problem, lam, scheme="rk4", **kw)
     b = dm.mgf(problem, lam, scheme="exp-rk4", **kw)
     assert a.config.scheme == "rk4" and b.config.scheme == "exp-rk4"
@@ -208,13 +209,19 @@ def test_agrees_with_rk4_where_both_are_accurate(problem, lam):
         assert a.n_crossings > 0  # the crossing search of the exponential step is exercised
 
 
-def test_integrals_and_identities_at_small_lambda(problem):
-    """eq. (w-formula-new) and the two routes to I± hold with K, Q integrated by the exact decay."""
-    res = dm.mgf(problem, 1e-3, t_max=60.0, scheme="exp-rk4")
-    assert res.delta_stayed_positive
-    wp, wm = res.w_formula()
-    assert np.allclose(wp, res.w_plus, rtol=1e-9) and np.allclose(wm, res.w_minus, rtol=1e-9)
-    assert res.i_gap < 1e-8
+@pytest.mark.parametrize("lam", [1e-5, 1e-3])
+def test_integrals_and_identities_at_small_lambda(problem, lam):
+    """eqs. (w-formula-new), (delta-formula-new) and the two routes to I± (-λK ∓ Q apart) hold with J, P
+    integrated by the underlying method and K, Q by the exact decay e^{-(t-s)/λ}."""
+    r = dm.mgf(problem, lam, t_max=60.0, scheme="exp-rk4")
+    assert r.delta_stayed_positive
+    wp, wm = r.w_formula()
+    assert np.abs(wp / r.w_plus - 1).max() <= 1e-9 and np.abs(wm / r.w_minus - 1).max() <= 1e-9
+    lhs = np.log(r.delta) - np.log(r.delta0)
+    assert np.abs(lhs + lam * ((r.j_plus - r.k_plus) + (r.j_minus - r.k_minus))).max() <= 1e-9
+    assert np.abs((r.i_plus - r.i_plus_cor) - (-lam * r.k_plus - r.q_integral)).max() <= 1e-9
+    assert np.abs((r.i_minus - r.i_minus_cor) - (-lam * r.k_minus + r.q_integral)).max() <= 1e-9
+    assert np.all(np.abs(r.q_integral) > 0)  # (the identity is not 0 = 0)
 
 
 # -- the paper's predictions ------------------------------------------------------------------------------
