@@ -87,6 +87,7 @@ from numba import njit, prange
 from .config import JIT_OPTIONS, OVERFLOW, PARALLEL_JIT_OPTIONS
 from .flow import (
     _A,
+    _N,
     _NR,
     _S,
     _S_KM,
@@ -98,7 +99,6 @@ from .flow import (
     _VALID_M,
     _VALID_P,
     _Y,
-    _N,
     BLOCK,
     CROSS_MINUS,
     CROSS_PLUS,

@@ -276,7 +276,8 @@ def test_stability_region_and_default_step(problem):
     kappa = stepping.stiffness_estimate(problem, np.full(problem.d, ALPHA), np.zeros(problem.d))
     for lam in (1e-6, 1e-3, 0.1, 1.0):
         h = stepping.max_stable_step(lam, kappa, "exp-rk4")
-        radius = [np.abs(np.linalg.eigvals(m)).max() for m in stepping.exp_amplification(lam, h, np.linspace(0, kappa, 401))]
+        radius = [np.abs(np.linalg.eigvals(m)).max()
+                  for m in stepping.exp_amplification(lam, h, np.linspace(0, kappa, 401))]
         assert max(radius) <= 1 + 1e-9
         radius = [np.abs(np.linalg.eigvals(m)).max()
                   for m in stepping.exp_amplification(lam, 1.02 * h, np.linspace(0, kappa, 401))]

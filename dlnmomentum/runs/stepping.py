@@ -330,7 +330,8 @@ def check_grid(t_max, h, lam, kappa, h_max, user_h, scheme="rk4"):
     if user_h:
         raise ValueError(f"h must be in [{t_max / MAX_STEPS:.3g}, {h_max:.6g}] for t_max = {t_max!r}: h = {h!r} "
                          f"needs {too_many}")
-    if scheme == "rk4" and lam > 0.0 and h_max >= 0.999 * RK4_REAL_LIMIT * lam:  # the fast mode -1/λ sets the step: h ∝ λ
+    # the fast mode -1/λ sets the RK4 step: h ∝ λ (the exponential scheme has no such limit)
+    if scheme == "rk4" and lam > 0.0 and h_max >= 0.999 * RK4_REAL_LIMIT * lam:
         raise ValueError(f"lam must be 0 (gradient flow) or in [{lam * steps / MAX_STEPS:.3g}, {LAM_MAX:g}] for "
                          f"t_max = {t_max!r}: lam = {lam!r} needs a grid step h <= {h_max:.3g} (the fast mode "
                          f"-1/lambda) and {too_many}")
