@@ -32,9 +32,10 @@ def _cmd_flow(args):
 def register(subparsers):
     """Add the ``dlnm flow`` sub-command."""
     p = subparsers.add_parser(
-        "flow", help="integrate momentum gradient flow MGF(lambda) or gradient flow (RK4)",
+        "flow", help="integrate momentum gradient flow MGF(lambda) or gradient flow (RK4, exponential RK4)",
         description="Integrate MGF(lambda): lambda w'' + w' + grad F(w) = 0 (or gradient flow with --gf) "
-                    "on a 2-layer diagonal linear network by fixed-step RK4, with the paper's integrals and "
+                    "on a 2-layer diagonal linear network by fixed-step RK4 (or, for small lambda, an exponential RK4 "
+                    "that integrates the fast mode -1/lambda exactly: --scheme), with the paper's integrals and "
                     "every sign crossing of w+ and w-, and print a summary.")
     p.add_argument("--lam", type=float, default=None, help="lambda > 0 (MGF parameter)")
     p.add_argument("--gf", action="store_true", help="gradient flow (lambda = 0) instead of MGF")

@@ -2,7 +2,9 @@ r"""The flow run kind: MGF(λ) and gradient flow integrated by fixed-step RK4 (c
 
 The compiled kernel is :func:`dlnmomentum.kernels.flow._flow_advance`; its module docstring states
 the integrated system (Appendix B, eq. (w_mgf)), the extra integral components and the
-crossing search.
+crossing search. With ``scheme="exp-rk4"`` (``FlowConfig.scheme``; chosen by ``"auto"`` for
+small λ) the kernel is :func:`dlnmomentum.kernels.flow_exp._exp_flow_advance`, an exponential
+RK4 that integrates the fast mode -1/λ exactly, on the same state, grid and crossing search.
 
 Integrals and derived quantities
 --------------------------------
@@ -212,6 +214,8 @@ class FlowResult(ResultMixin):
     def summary(self):
         c = self.config
         head = "GF" if self.kind == "gf" else f"MGF  lambda={self.lam:g}"
+        if c.scheme != "rk4":
+            head += f"  scheme={c.scheme}"
         start = (f"  refined start [0, {c.start_time:g}) x{c.start_substeps}" if c.start_steps and
                  c.start_substeps > 1 else "")
         lines = [
