@@ -77,6 +77,14 @@ As :func:`.flow._flow_advance` (the same state rows, work array, crossing search
 :func:`.flow._scan_crossings` with pairs, recording, convergence and divergence tests): only the
 step differs. :func:`_exp_flow_group` advances lockstep lanes of exponential runs (gradients of
 all lanes at once, :func:`.flow_sweep._lane_gradients`), each lane bitwise the single run.
+
+Module size
+-----------
+Longer than most modules because it is one unit: the coefficient vector, the five stage passes
+(which address the rows of :mod:`.flow`'s work array that the exponential step re-purposes for
+its stored stage gradients), the piece rule of the tiled start and the two drivers (single run
+and lockstep lanes, which must take the same pieces in the same order to agree bit for bit)
+are read together to check what a step does.
 """
 
 import math
