@@ -125,7 +125,7 @@ def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size
 def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=None, v_dot0=None, tol=None,
         record=None, progress=None, gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS,
         store=None, overwrite=False, checkpoint_every=60.0, scheme="auto"):
-    r"""Integrate momentum gradient flow MGF(λ) on a 2-layer diagonal linear network with fixed-step RK4.
+    r"""Integrate momentum gradient flow MGF(λ) on a 2-layer diagonal linear network by fixed-step (exponential) RK4.
 
     .. math::
         \lambda\ddot w_\pm + \dot w_\pm \pm \nabla L(\theta)\odot w_\pm = 0,\qquad
@@ -291,9 +291,10 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, steps=None, t_
     if isinstance(problem_or_spec, NetworkProblem) or (isinstance(problem_or_spec, dict)
                                                        and "generator" in problem_or_spec):
         # a network problem or spec: the network sweep engine (same Sweep, its own store)
-        if lams is not None or t_max is not None or theory or gradient != "auto" or device != "cpu":
-            raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, theory, gradient "
-                             "or device); see dlnmomentum.networks_sweep")
+        if (lams is not None or t_max is not None or theory or gradient != "auto" or device != "cpu"
+                or scheme != "auto"):
+            raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, theory, gradient, "
+                             "device or scheme); see dlnmomentum.networks_sweep")
         return networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed,
                               tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
                               overwrite=overwrite, wave_size=wave_size, log=log)
