@@ -449,3 +449,7 @@ def test_cli_flow_scheme(capsys):
     assert json.loads(capsys.readouterr().out)["config"]["scheme"] == "rk4"
     assert main(["flow", "--gf", "--t-max", "2", "--scheme", "exp-rk4", *small]) == 2
     assert "scheme must be 'rk4' or 'auto' for gradient flow" in capsys.readouterr().err
+    assert main(["sweep", "--lams", "1e-4,0.5", "--t-max", "2", "--scheme", "exp-rk4", "--json", *small]) == 0
+    assert json.loads(capsys.readouterr().out)["complete"]
+    assert main(["sweep", "--lams", "0,0.5", "--t-max", "2", "--scheme", "exp-rk4", *small]) == 2
+    assert "lam = 0" in capsys.readouterr().err
