@@ -125,8 +125,8 @@ def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size
 
 def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=None, v_dot0=None, tol=None,
         record=None, progress=None, gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS,
-        store=None, overwrite=False, checkpoint_every=60.0):
-    r"""Integrate momentum gradient flow MGF(λ) on a 2-layer diagonal linear network with fixed-step RK4.
+        store=None, overwrite=False, checkpoint_every=60.0, scheme="auto"):
+    r"""Integrate momentum gradient flow MGF(λ) on a 2-layer diagonal linear network by fixed-step (exponential) RK4.
 
     .. math::
         \lambda\ddot w_\pm + \dot w_\pm \pm \nabla L(\theta)\odot w_\pm = 0,\qquad
@@ -168,6 +168,11 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
         Capacity of the crossing-time log.
     store, overwrite, checkpoint_every
         Stream the run to an HDF5 file (see :mod:`dlnmomentum.store`).
+    scheme : {"auto", "rk4", "exp-rk4"}
+        Stepper: classic RK4, or the exponential RK4 of :mod:`dlnmomentum.kernels.flow_exp`
+        (the fast mode -1/λ exactly, a step set by the gradient time scale, not by λ);
+        ``"auto"`` takes the exponential one when λ is small against that time scale
+        (:func:`dlnmomentum.runs.stepping.choose_scheme`). ``result.config.scheme`` is the one used.
 
     Returns
     -------
@@ -176,20 +181,21 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
     """
     run = prepare_flow(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0,
                        v_dot0=v_dot0, tol=tol, record=record, gradient=gradient, refine_start=refine_start,
-                       max_crossings=max_crossings)
+                       max_crossings=max_crossings, scheme=scheme)
     return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
 
 
 def gf(problem, *, t_max, h=None, alpha=0.01, u0=None, v0=None, tol=None, record=None, progress=None,
        gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS, store=None, overwrite=False,
-       checkpoint_every=60.0):
+       checkpoint_every=60.0, scheme="auto"):
     r"""Integrate gradient flow :math:`\dot w_\pm = \mp\nabla L(\theta)\odot w_\pm` (MGF with λ = 0) by RK4.
 
     Same arguments and result as :func:`mgf` (no initial velocity). Δ_t = Δ_0 along the exact
-    flow; ``J± = G₂ = ∫∇L²``, ``K = Q = 0`` and ``I± = 0``.
+    flow; ``J± = G₂ = ∫∇L²``, ``K = Q = 0`` and ``I± = 0``. ``scheme`` is ``"auto"`` or ``"rk4"``
+    (both RK4: gradient flow has no fast mode for the exponential scheme).
     """
     run = prepare_flow(problem, 0.0, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, tol=tol, record=record,
-                       gradient=gradient, refine_start=refine_start, max_crossings=max_crossings)
+                       gradient=gradient, refine_start=refine_start, max_crossings=max_crossings, scheme=scheme)
     return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
 
 
@@ -216,7 +222,7 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
 def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, steps=None, t_max=None, reps=1,
           batch_size=None, seed=0, store=None, tol=None, progress=None, alpha=0.01, replace=False,
           gradient="auto", block_size=None, theory=False, theory_tol=1e-8, resume=False, overwrite=False,
-          log=None, wave_size=None, device="cpu", client=None):
+          log=None, wave_size=None, device="cpu", client=None, scheme="auto"):
     r"""Run MGD/SMGD over a (β, γ) grid, constant-λ lines or (γ, β) pairs, or MGF(λ) over a λ line.
 
     Designs (:mod:`dlnmomentum.sweeps.plan`): ``gammas`` and ``betas`` — a (β, γ) grid; ``lams`` and
@@ -285,6 +291,9 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
         become tasks on the workers (each with ``device``'s engine), this process writes the store;
         same result, bit for bit. ``wave_size`` is then the points per task (default: about 8 tasks
         per worker). Needs the ``distributed`` extra.
+    scheme : {"auto", "rk4", "exp-rk4"}
+        Stepper of a flow sweep, as in :func:`mgf`; with ``"auto"`` every λ gets its own choice
+        (every point equals ``mgf(problem, lam, ..., scheme=scheme)``).
 
     Returns
     -------
@@ -296,14 +305,15 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
                                                        and "generator" in problem_or_spec):
         # a network problem or spec: the network sweep engine (same Sweep, its own store)
         if (lams is not None or t_max is not None or theory or gradient != "auto" or device != "cpu"
-                or client is not None):
+                or client is not None or scheme != "auto"):
             raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, theory, gradient, "
-                             "device or client); see dlnmomentum.networks_sweep")
+                             "device, client or scheme); see dlnmomentum.networks_sweep")
         return networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed,
                               tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
                               overwrite=overwrite, wave_size=wave_size, log=log)
     config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
-                                        seed, tol, alpha, replace, gradient, theory, theory_tol, pairs=pairs)
+                                        seed, tol, alpha, replace, gradient, theory, theory_tol, scheme,
+                                        pairs=pairs)
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     plan = Plan(config, problem)

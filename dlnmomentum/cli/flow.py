@@ -18,23 +18,24 @@ def _cmd_flow(args):
         result = gf(problem, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
                     record=record_from_args(args), progress=progress_wanted(args),
                     refine_start=refine, store=args.store, overwrite=args.overwrite,
-                    checkpoint_every=args.checkpoint_every)
+                    checkpoint_every=args.checkpoint_every, scheme=args.scheme)
     else:
         if args.lam is None:
             raise ValueError("lam is required for MGF (give --lam LAMBDA, or --gf for gradient flow)")
         result = mgf(problem, args.lam, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
                      record=record_from_args(args), progress=progress_wanted(args),
                      refine_start=refine, store=args.store, overwrite=args.overwrite,
-                    checkpoint_every=args.checkpoint_every)
+                     checkpoint_every=args.checkpoint_every, scheme=args.scheme)
     return print_result(result, args, problem)
 
 
 def register(subparsers):
     """Add the ``dlnm flow`` sub-command."""
     p = subparsers.add_parser(
-        "flow", help="integrate momentum gradient flow MGF(lambda) or gradient flow (RK4)",
+        "flow", help="integrate momentum gradient flow MGF(lambda) or gradient flow (RK4, exponential RK4)",
         description="Integrate MGF(lambda): lambda w'' + w' + grad F(w) = 0 (or gradient flow with --gf) "
-                    "on a 2-layer diagonal linear network by fixed-step RK4, with the paper's integrals and "
+                    "on a 2-layer diagonal linear network by fixed-step RK4 (or, for small lambda, an exponential RK4 "
+                    "that integrates the fast mode -1/lambda exactly: --scheme), with the paper's integrals and "
                     "every sign crossing of w+ and w-, and print a summary.")
     p.add_argument("--lam", type=float, default=None, help="lambda > 0 (MGF parameter)")
     p.add_argument("--gf", action="store_true", help="gradient flow (lambda = 0) instead of MGF")
@@ -43,6 +44,10 @@ def register(subparsers):
     p.add_argument("--alpha", type=float, default=0.01, help="initialisation scale (u0 = alpha, v0 = 0)")
     p.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol")
     p.add_argument("--no-refine-start", action="store_true", help="no refined steps at the start")
+    p.add_argument("--scheme", choices=("auto", "rk4", "exp-rk4"), default="auto",
+                   help="stepper: classic RK4, the exponential RK4 (the fast mode -1/lambda exactly: a step set by "
+                        "the gradient time scale, for small lambda) or auto (the exponential one when lambda is "
+                        "small against that time scale; default)")
     add_record_arguments(p, float, "record every T time units (T > 0)")
     p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store file")

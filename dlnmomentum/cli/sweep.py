@@ -61,7 +61,7 @@ def _run(args, log, progress, client):
                        replace=args.replace, gradient=args.gradient, block_size=args.block_size,
                        theory=args.theory, theory_tol=args.theory_tol, overwrite=args.overwrite,
                        resume=args.resume, log=log, wave_size=args.wave_size, device=args.device,
-                       client=client)
+                       client=client, scheme=args.scheme)
     if args.json:
         out = {"complete": result.complete, "interrupted": bool(getattr(result, "interrupted", False)),
                "done": int(result.done.sum()), "points": int(result.done.size), "store": result.path}
@@ -125,6 +125,8 @@ def register(subparsers):
                    help="MGD points as 'gamma/beta,gamma/beta,...' (e.g. 0.01/0.9,0.1/0)")
     p.add_argument("--steps", type=parse_int, default=None, help="updates per discrete run, e.g. 1e6")
     p.add_argument("--t-max", type=float, default=None, help="end time of a flow sweep")
+    p.add_argument("--scheme", choices=("auto", "rk4", "exp-rk4"), default="auto",
+                   help="stepper of a flow sweep, as dlnm flow --scheme (default auto: per lambda)")
     p.add_argument("--reps", type=int, default=1, help="data replications (default 1)")
     p.add_argument("--batch-size", type=int, default=None, help="SMGD batch size (default: full batch)")
     p.add_argument("--replace", action="store_true", help="SMGD batches with replacement")

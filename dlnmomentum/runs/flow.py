@@ -2,7 +2,9 @@ r"""The flow run kind: MGF(λ) and gradient flow integrated by fixed-step RK4 (c
 
 The compiled kernel is :func:`dlnmomentum.kernels.flow._flow_advance`; its module docstring states
 the integrated system (Appendix B, eq. (w_mgf)), the extra integral components and the
-crossing search.
+crossing search. With ``scheme="exp-rk4"`` (``FlowConfig.scheme``; chosen by ``"auto"`` for
+small λ) the kernel is :func:`dlnmomentum.kernels.flow_exp._exp_flow_advance`, an exponential
+RK4 that integrates the fast mode -1/λ exactly, on the same state, grid and crossing search.
 
 Integrals and derived quantities
 --------------------------------
@@ -53,6 +55,7 @@ import numpy as np
 
 from ..driver import RunStateMixin, chunk_steps_for
 from ..kernels import flow as K
+from ..kernels import flow_exp as KE
 from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
 from ..status import DIVERGED, Status
 from ..validate import MAX_STEPS, as_array, as_float, as_int
@@ -61,6 +64,8 @@ from .stepping import (
     DEFAULT_MAX_CROSSINGS,
     LAM_MAX,
     check_grid,
+    check_scheme,
+    choose_scheme,
     default_step,
     max_stable_step,
     start_refinement,
@@ -75,7 +80,9 @@ class FlowConfig(NamedTuple):
     """Settings of one MGF(λ) / gradient-flow run (validated by :func:`mgf` / :func:`gf`).
 
     ``h`` is the grid step actually used (``t_max/n_steps``); the first ``start_steps``
-    grid steps are each made of ``start_substeps`` RK4 steps.
+    grid steps are each made of ``start_substeps`` RK4 steps. ``scheme`` is the stepper used,
+    ``"rk4"`` (:mod:`dlnmomentum.kernels.flow`) or ``"exp-rk4"`` (:mod:`dlnmomentum.kernels.flow_exp`),
+    never ``"auto"`` (resolved when the run is made; stores written before it existed read as ``"rk4"``).
     """
 
     lam: float
@@ -88,6 +95,7 @@ class FlowConfig(NamedTuple):
     start_substeps: int = 1
     max_crossings: int = DEFAULT_MAX_CROSSINGS
     kappa: float = float("nan")
+    scheme: str = "rk4"
 
     @property
     def kind(self):
@@ -206,6 +214,8 @@ class FlowResult(ResultMixin):
     def summary(self):
         c = self.config
         head = "GF" if self.kind == "gf" else f"MGF  lambda={self.lam:g}"
+        if c.scheme != "rk4":
+            head += f"  scheme={c.scheme}"
         start = (f"  refined start [0, {c.start_time:g}) x{c.start_substeps}" if c.start_steps and
                  c.start_substeps > 1 else "")
         lines = [
@@ -266,7 +276,8 @@ class FlowRun(RunStateMixin):
         self.log_coord = np.full(cap, -1, dtype=np.int64)
         self.log_sign = np.zeros(cap, dtype=np.int64)
         self.mode = gradient_mode(config.gradient, problem.n, d)
-        cost = 4 * (gradient_cost(self.mode, problem.n, d) + 50 * d)
+        stages = 5 if config.scheme == "exp-rk4" else 4
+        cost = stages * (gradient_cost(self.mode, problem.n, d) + 50 * d)
         self.chunk_steps = chunk_steps_for(cost)
         self.schedule = (np.zeros(0, dtype=np.int64) if schedule is None
                          else np.asarray(schedule, dtype=np.int64))
@@ -311,7 +322,8 @@ class FlowRun(RunStateMixin):
         p, c = self.problem, self.config
         tol = -1.0 if c.tol is None else c.tol
         X, XT, H, b = p.padded
-        return K._flow_advance(
+        advance = KE._exp_flow_advance if c.scheme == "exp-rk4" else K._flow_advance
+        return advance(
             X, XT, p.y, H, b, p.X_test, p.y_test,
             c.lam, c.h, self.mode, tol, c.start_steps, c.start_substeps,
             self.fstate, self.istate, self.counters, n_steps,
@@ -367,11 +379,12 @@ class FlowRun(RunStateMixin):
         n_cross = int(self.counters[K.N_CROSSINGS])
         kept = min(n_cross, len(self.log_time))
         order = np.argsort(self.log_time[:kept], kind="stable")
-        h_stable = max_stable_step(lam, c.kappa) if math.isfinite(c.kappa) else float("nan")
+        h_stable = max_stable_step(lam, c.kappa, c.scheme) if math.isfinite(c.kappa) else float("nan")
         final_kappa = stiffness_at(self.problem.hessian, theta, np.abs(wp * wm))
-        h_final = max_stable_step(lam, final_kappa) if final_kappa > c.kappa else math.inf
+        h_final = max_stable_step(lam, final_kappa, c.scheme) if final_kappa > c.kappa else math.inf
         if status != DIVERGED and c.h > h_final * (1.0 + 1e-9):
-            warnings.warn(f"h = {c.h:.4g} is outside the RK4 stability region of the linearisation at the "
+            region = "RK4" if c.scheme == "rk4" else "exponential RK4"
+            warnings.warn(f"h = {c.h:.4g} is outside the {region} stability region of the linearisation at the "
                           f"final point (stiffness {final_kappa:.4g}, stable for h <= {h_final:.4g}); the "
                           "result is not reliable: rerun with a smaller h", RuntimeWarning, stacklevel=3)
         trajectory = None
@@ -429,9 +442,13 @@ def _initial_velocity(d, u_dot0, v_dot0):
 
 
 def make_config(problem, lam, t_max, h, u0, v0, tol=None, gradient="auto", refine_start="auto",
-                max_crossings=DEFAULT_MAX_CROSSINGS):
-    """Validate the settings of a flow into a :class:`FlowConfig` (λ = 0: gradient flow)."""
+                max_crossings=DEFAULT_MAX_CROSSINGS, scheme="rk4"):
+    """Validate the settings of a flow into a :class:`FlowConfig` (λ = 0: gradient flow).
+
+    ``scheme`` is ``"rk4"``, ``"exp-rk4"`` or ``"auto"`` (:func:`~dlnmomentum.runs.stepping.choose_scheme`).
+    """
     lam = as_float("lam", lam, low=0.0, high=LAM_MAX)
+    check_scheme(scheme)
     t_max = as_float("t_max", t_max, low=0.0, low_open=True)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     check_gradient_form(gradient)
@@ -442,37 +459,43 @@ def make_config(problem, lam, t_max, h, u0, v0, tol=None, gradient="auto", refin
     if not math.isfinite(kappa):
         raise ValueError(f"X must be scaled so that XᵀX/n, Xᵀy/n and the stiffness estimate of this problem are "
                          f"finite (got kappa = {kappa!r}): rescale X and y")
-    h_max = max_stable_step(lam, kappa)
+    scheme = choose_scheme(scheme, lam, kappa)
+    h_max = max_stable_step(lam, kappa, scheme)
     user_h = h is not None
     if h is None:
-        h = min(default_step(lam, kappa), t_max)
+        h = min(default_step(lam, kappa, scheme), t_max)
     else:
         h = as_float("h", h, low=0.0, low_open=True)
+        if h > h_max and scheme == "exp-rk4":
+            raise ValueError(f"h must be in (0, {h_max:.6g}] for MGF(lambda={lam:g}) with scheme 'exp-rk4' on this "
+                             f"problem: h = {h!r} is outside the stability region of the exponential RK4 scheme "
+                             f"(stiffness estimate kappa = {kappa:.4g}; gradient time scale 1/kappa and oscillatory "
+                             "modes sqrt(kappa/lambda)); see dlnmomentum.flow.max_stable_step")
         if h > h_max:
             what = "gradient flow" if lam == 0.0 else f"MGF(lambda={lam:g})"
             raise ValueError(f"h must be in (0, {h_max:.6g}] for {what} on this problem: h = {h!r} is "
                              f"outside the RK4 stability region (stiffness estimate kappa = {kappa:.4g}; "
                              "fast mode -1/lambda, oscillatory modes sqrt(kappa/lambda)); see "
                              "dlnmomentum.flow.max_stable_step")
-    check_grid(t_max, h, lam, kappa, h_max, user_h)
+    check_grid(t_max, h, lam, kappa, h_max, user_h, scheme)
     n_steps, h = uniform_grid(t_max, h)
     start_steps, substeps = start_refinement(refine_start, problem, lam, u0, v0, t_max, h)
     what = "gradient flow" if lam == 0.0 else f"MGF(lambda={lam:g})"
     warn_large_grid(n_steps, start_steps, substeps, f"{what} to t_max = {t_max:g} with h = {h:.3g}")
     return FlowConfig(lam=lam, t_max=t_max, h=h, n_steps=n_steps, tol=tol, gradient=gradient,
                       start_steps=start_steps, start_substeps=substeps, max_crossings=max_crossings,
-                      kappa=kappa)
+                      kappa=kappa, scheme=scheme)
 
 
 def prepare_flow(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=None, v_dot0=None,
                  tol=None, record=None, gradient="auto", refine_start="auto",
-                 max_crossings=DEFAULT_MAX_CROSSINGS):
+                 max_crossings=DEFAULT_MAX_CROSSINGS, scheme="rk4"):
     """Validate the arguments of :func:`mgf` (``lam = 0``: :func:`gf`) and build the run object."""
     check_problem(problem)
     check_record(record)
     u0, v0 = initial_weights(problem.d, alpha, u0, v0)
     u_dot0, v_dot0 = _initial_velocity(problem.d, u_dot0, v_dot0)
-    config = make_config(problem, lam, t_max, h, u0, v0, tol, gradient, refine_start, max_crossings)
+    config = make_config(problem, lam, t_max, h, u0, v0, tol, gradient, refine_start, max_crossings, scheme)
     schedule = record.step_schedule(config.n_steps, h=config.h) if record is not None else None
     return FlowRun(problem, config, u0, v0, u_dot0, v_dot0, schedule)
 

@@ -32,6 +32,22 @@ minimum-ℓ2 interpolators (with the initial balancedness), and takes the larges
 
 A run also monitors the largest :math:`w^2` it visits and warns (``RuntimeWarning``) when the
 final point's linearisation is outside the stability region of the step used.
+
+The exponential scheme (``scheme="exp-rk4"``)
+---------------------------------------------
+:mod:`dlnmomentum.kernels.flow_exp` integrates the fast mode -1/λ exactly, so its step is set
+by the gradient-flow time scale 1/κ, not by λ. Its stability region is that of its
+amplification matrix on the linearisation :math:`\lambda\ddot w + \dot w + \kappa' w = 0`
+(:func:`exp_amplification`, the scheme's own coefficients applied to that 2x2 system):
+spectral radius at most 1 for every :math:`\kappa' \in [0, \kappa]`. As λ → 0 it tends to
+the underlying five-stage Runge-Kutta method on :math:`-\kappa` (stable for
+:math:`h\kappa \lesssim 3.2`). Its default step is :func:`default_step` with the same
+fractions, i.e. ``0.4/κ'`` for small λ, the step of gradient flow.
+
+``scheme="auto"`` (:func:`choose_scheme`) takes the exponential scheme when λ > 0 and its default
+step is at least ``AUTO_STEP_RATIO`` times RK4's (it makes five gradient evaluations a step
+against four, and more element-wise work), i.e. when λ is small against the time scale 1/κ;
+otherwise classic RK4. Gradient flow (λ = 0) is always RK4.
 """
 
 import functools
@@ -57,6 +73,11 @@ LARGE_GRID = 10**7
 #: The largest λ accepted: products of λ with the stiffness and with a run's integrals must stay finite in
 #: float64 (and beyond it MGF(λ) hardly moves from its initialisation over any representable time).
 LAM_MAX = 1e100
+#: The stepping schemes of a flow (names stored in run stores) and the automatic choice.
+SCHEMES = ("rk4", "exp-rk4")
+SCHEME_CHOICES = SCHEMES + ("auto",)
+#: ``scheme="auto"`` takes the exponential scheme when its default step is this many times RK4's.
+AUTO_STEP_RATIO = 2.0
 
 
 def rk4_amplification(z):
@@ -92,13 +113,18 @@ def _stable(h, lam, kappa, samples=257):
         return bool(np.all(np.abs(rk4_amplification(z)) <= 1.0 + tol))
 
 
-def max_stable_step(lam, kappa):
-    """Largest RK4 step stable for every linear mode of MGF(λ) (λ = 0: gradient flow) with stiffness ≤ κ.
+def max_stable_step(lam, kappa, scheme="rk4"):
+    """Largest step of ``scheme`` stable for every linear mode of MGF(λ) (λ = 0: gradient flow) with
+    stiffness ≤ κ.
 
     The modes are the roots of :math:`\\lambda s^2 + s + \\kappa' = 0`, :math:`0 \\le \\kappa' \\le \\kappa`
     (for λ = 0: :math:`s = -\\kappa'`); the step is found by bisection on the RK4
-    amplification factor :func:`rk4_amplification` (relative precision 2⁻⁴⁵).
+    amplification factor :func:`rk4_amplification` (relative precision 2⁻⁴⁵), or, for
+    ``scheme="exp-rk4"`` (λ > 0), on the spectral radius of :func:`exp_amplification`.
     """
+    scheme = check_scheme(scheme, resolved=True)
+    if scheme == "exp-rk4" and float(lam) > 0.0:
+        return _max_stable_step_exp(float(lam), max(float(kappa), 0.0))
     return _max_stable_step(float(lam), max(float(kappa), 0.0))
 
 
@@ -174,18 +200,95 @@ def stiffness_estimate(problem, u0, v0):
     return kappa
 
 
-def default_step(lam, kappa):
-    """The default grid step for MGF(λ) (λ = 0: gradient flow) at stiffness estimate κ.
+def default_step(lam, kappa, scheme="rk4"):
+    """The default grid step of ``scheme`` for MGF(λ) (λ = 0: gradient flow) at stiffness estimate κ.
 
     ``min(max_stable_step(λ, κ') / DEFAULT_STEP_FRACTION, DEFAULT_STEP_SCALE / κ')`` with the
     transient stiffness ``κ' = TRANSIENT_FACTOR·κ``: a quarter of the stability limit (which is
     ≈ 2.79λ when the fast damped mode dominates, small λ) and at most 0.4 of the time scale 1/κ'
     (which is what keeps the weakly damped oscillations of larger λ accurate: the stability
-    limit ≈ 2.6√(λ/κ') would leave them under-resolved).
+    limit ≈ 2.6√(λ/κ') would leave them under-resolved). The exponential scheme has no
+    limit from the fast mode: for small λ its step is ``0.4/κ'``, gradient flow's.
     """
     kappa = TRANSIENT_FACTOR * max(float(kappa), 0.0)
-    h = max_stable_step(lam, kappa) / DEFAULT_STEP_FRACTION
+    h = max_stable_step(lam, kappa, scheme) / DEFAULT_STEP_FRACTION
     return min(h, DEFAULT_STEP_SCALE / kappa) if kappa > 0.0 else h
+
+
+def check_scheme(scheme, resolved=False):
+    """``scheme`` checked against :data:`SCHEME_CHOICES` (``resolved``: :data:`SCHEMES` only)."""
+    allowed = SCHEMES if resolved else SCHEME_CHOICES
+    if not isinstance(scheme, str) or scheme not in allowed:
+        raise ValueError(f"scheme must be one of {', '.join(repr(a) for a in allowed)}, got {scheme!r}")
+    return scheme
+
+
+def choose_scheme(scheme, lam, kappa):
+    """The scheme a run uses: ``scheme`` itself, or for ``"auto"`` the cheaper one (module docstring).
+
+    ``"exp-rk4"`` needs λ > 0 (gradient flow has no fast mode to integrate exactly).
+    """
+    scheme = check_scheme(scheme)
+    lam = float(lam)
+    if scheme == "exp-rk4" and not lam > 0.0:
+        raise ValueError("scheme must be 'rk4' or 'auto' for gradient flow (lam = 0): the exponential scheme "
+                         "integrates the fast mode -1/lambda of MGF(lambda), lambda > 0")
+    if scheme != "auto":
+        return scheme
+    if not lam > 0.0:
+        return "rk4"
+    ratio = default_step(lam, kappa, "exp-rk4") / default_step(lam, kappa, "rk4")
+    return "exp-rk4" if ratio >= AUTO_STEP_RATIO else "rk4"
+
+
+def exp_amplification(lam, h, kappas):
+    """Amplification matrices (shape ``(len(kappas), 2, 2)``, on ``(w, ẇ)``) of one exponential step of size
+    ``h`` on :math:`\\lambda\\ddot w + \\dot w + \\kappa' w = 0`, for each κ' in ``kappas``.
+
+    The scheme of :mod:`dlnmomentum.kernels.flow_exp` with its own coefficients
+    (:func:`~dlnmomentum.kernels.flow_exp.exp_coefficients`) and :math:`g(W) = \\kappa' W`.
+    """
+    from ..kernels import flow_exp as KE
+
+    co = KE.exp_coefficients(lam, h)
+    k = np.asarray(kappas, dtype=float)[:, None]
+    w = np.array([[1.0, 0.0]])
+    v = np.array([[0.0, 1.0]])
+    g1 = k * w
+    g2 = k * (w + co[KE.C_LH] * v - co[KE.C_HG21] * g1)
+    g3 = k * (w + co[KE.C_LH] * v - (co[KE.C_HG31] * g1 + co[KE.C_HG32] * g2))
+    g23 = g2 + g3
+    g4 = k * (w + co[KE.C_LZ] * v - (co[KE.C_HG41] * g1 + co[KE.C_HG42] * g23))
+    g5 = k * (w + co[KE.C_LH] * v - (co[KE.C_HG51] * g1 + co[KE.C_HG52] * g23 + co[KE.C_HG54] * g4))
+    wn = w + co[KE.C_LZ] * v - (co[KE.C_HG1] * g1 + co[KE.C_HG4] * g4 + co[KE.C_HG5] * g5)
+    vn = co[KE.C_EZ] * v - (co[KE.C_B1] * g1 + co[KE.C_B4] * g4 + co[KE.C_B5] * g5)
+    return np.stack([wn, vn], axis=1)
+
+
+def _stable_exp(h, lam, kappa, samples=257):
+    """Is the spectral radius of :func:`exp_amplification` at most 1 for every κ' in [0, κ]?"""
+    with np.errstate(over="ignore", invalid="ignore"):
+        radius = np.abs(np.linalg.eigvals(exp_amplification(lam, h, np.linspace(0.0, kappa, samples)))).max(axis=1)
+    return bool(np.all(radius <= 1.0 + 1e-12))
+
+
+@functools.lru_cache(maxsize=256)
+def _max_stable_step_exp(lam, kappa):
+    if kappa == 0.0:
+        return math.inf
+    hi = 4.0 / kappa
+    if 4.0 * lam * kappa > 1.0:  # oscillatory modes of modulus sqrt(κ/λ), treated explicitly
+        hi = min(hi, 4.0 * math.sqrt(lam) / math.sqrt(kappa))
+    while _stable_exp(hi, lam, kappa) and hi < 1e300:
+        hi *= 2.0
+    lo = 0.0
+    for _ in range(45):
+        mid = 0.5 * (lo + hi)
+        if _stable_exp(mid, lam, kappa):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _escape_time(problem, lam, u0, v0):
@@ -214,7 +317,7 @@ def uniform_grid(t_max, h):
     return n_steps, t_max / n_steps
 
 
-def check_grid(t_max, h, lam, kappa, h_max, user_h):
+def check_grid(t_max, h, lam, kappa, h_max, user_h, scheme="rk4"):
     """Refuse a grid of more than ``MAX_STEPS`` steps, naming the parameter to change and its range.
 
     The step is limited by the user (``h``), by the fast mode -1/λ (small ``lam``) or by the stiffness of
@@ -227,7 +330,8 @@ def check_grid(t_max, h, lam, kappa, h_max, user_h):
     if user_h:
         raise ValueError(f"h must be in [{t_max / MAX_STEPS:.3g}, {h_max:.6g}] for t_max = {t_max!r}: h = {h!r} "
                          f"needs {too_many}")
-    if lam > 0.0 and h_max >= 0.999 * RK4_REAL_LIMIT * lam:  # the fast mode -1/λ sets the step: h ∝ λ
+    # the fast mode -1/λ sets the RK4 step: h ∝ λ (the exponential scheme has no such limit)
+    if scheme == "rk4" and lam > 0.0 and h_max >= 0.999 * RK4_REAL_LIMIT * lam:
         raise ValueError(f"lam must be 0 (gradient flow) or in [{lam * steps / MAX_STEPS:.3g}, {LAM_MAX:g}] for "
                          f"t_max = {t_max!r}: lam = {lam!r} needs a grid step h <= {h_max:.3g} (the fast mode "
                          f"-1/lambda) and {too_many}")

@@ -12,11 +12,13 @@ import time
 import numpy as np
 
 from ..kernels import flow as KF
+from ..kernels import flow_exp as KE
 from ..kernels import flow_sweep as KFS
 from ..runs.flow import prepare_flow
 from ..runs.points import flow_point
 from ..status import Status
 from .lockstep import CHUNK_SECONDS, threads
+from .plan import flow_scheme
 
 
 class FlowEngine:
@@ -36,7 +38,7 @@ class FlowEngine:
             r, il = np.unravel_index(p, self.plan.shape)
             problem = self.plan.problem_for(int(r))
             run = prepare_flow(problem, float(self.plan.lams[il]), t_max=cfg["t_max"], alpha=cfg["alpha"],
-                               tol=cfg["tol"], gradient=cfg["gradient"])
+                               tol=cfg["tol"], gradient=cfg["gradient"], scheme=flow_scheme(cfg))
             self._runs[p] = run
         return run
 
@@ -73,7 +75,8 @@ def _flow_groups(runs, reps, nthreads, lanes):
 
     Within a data set the runs are sorted by their number of RK4 steps (start refinement
     included) so that a group's lanes finish together; small sets are spread over at
-    least ``nthreads`` groups so that every thread has work.
+    least ``nthreads`` groups so that every thread has work. (The runs are of one scheme:
+    :func:`_flow_batch` advances each scheme's runs by its own kernel.)
     """
     groups = []
     for rep in sorted(set(reps)):
@@ -89,10 +92,32 @@ def _flow_groups(runs, reps, nthreads, lanes):
 def _flow_batch(runs, reps, flag, bar, engine):
     """Advance every run to its end in lockstep groups; returns public statuses, or None if interrupted.
 
-    :func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk` advances groups of up to
-    ``LANES`` runs on one data set stage by stage (gradients of all lanes at once), groups in
-    parallel, chunk by chunk; every lane is bit for bit the single-run kernel, so every point
-    is exactly ``dlnmomentum.mgf``. The runs' state arrays are updated at the end.
+    The runs are grouped by scheme (a lockstep group holds lanes of one kernel): the RK4 runs go
+    to :func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk`, the exponential ones to
+    :func:`dlnmomentum.kernels.flow_exp._exp_flow_sweep_chunk`, one scheme after the other
+    (:func:`_scheme_batch`).
+    """
+    statuses = [Status.MAX_STEPS] * len(runs)
+    for scheme, chunk_kernel in (("rk4", KFS._flow_sweep_chunk), ("exp-rk4", KE._exp_flow_sweep_chunk)):
+        members = [i for i, run in enumerate(runs) if run.config.scheme == scheme]
+        if not members:
+            continue
+        got = _scheme_batch([runs[i] for i in members], [reps[i] for i in members], flag, bar, engine,
+                            chunk_kernel)
+        if got is None:
+            return None
+        for i, status in zip(members, got, strict=True):
+            statuses[i] = status
+    return statuses
+
+
+def _scheme_batch(runs, reps, flag, bar, engine, chunk_kernel):
+    """Advance runs of one scheme to their end in lockstep groups; public statuses, or None if interrupted.
+
+    ``chunk_kernel`` advances groups of up to ``LANES`` runs on one data set stage by stage
+    (gradients of all lanes at once), groups in parallel, chunk by chunk; every lane is bit for
+    bit the single-run kernel, so every point is exactly ``dlnmomentum.mgf``. The runs' state
+    arrays are updated at the end.
     """
     modes = {run.mode for run in runs}
     if len(modes) != 1:
@@ -151,8 +176,8 @@ def _flow_batch(runs, reps, flag, bar, engine):
     while live.any():
         before = int(C[live, KF.STEPS_DONE].sum())
         t0 = time.perf_counter()
-        KFS._flow_sweep_chunk(Xs, XTs, ys, Hs, bs, group_rep, mode, lams, hs, tols, n_fines, m_fines, totals,
-                              live, F, I, C, LOG_T, LOG_C, LOG_S, codes, chunk)
+        chunk_kernel(Xs, XTs, ys, Hs, bs, group_rep, mode, lams, hs, tols, n_fines, m_fines, totals,
+                     live, F, I, C, LOG_T, LOG_C, LOG_S, codes, chunk)
         elapsed = time.perf_counter() - t0
         advanced = int(C[live, KF.STEPS_DONE].sum()) - before
         if bar is not None:

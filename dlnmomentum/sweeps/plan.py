@@ -27,6 +27,7 @@ from ..problem import Problem, sparse_regression
 from ..runs.common import check_gradient_form, initial_weights
 from ..runs.mgd import make_config as make_mgd_config
 from ..runs.points import SCALAR_FIELDS, VECTOR_FIELDS
+from ..runs.stepping import check_scheme
 from ..store.files import to_jsonable
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION
 from ..validate import as_float, as_int
@@ -183,7 +184,7 @@ def _as_pairs(pairs):
 
 
 def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size, seed, tol, alpha,
-                replace, gradient, theory, theory_tol, pairs=None):
+                replace, gradient, theory, theory_tol, scheme="auto", pairs=None):
     if isinstance(problem_or_spec, Problem):
         problem, spec = problem_or_spec, None
     else:
@@ -227,6 +228,8 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
             raise ValueError("a discrete sweep needs steps (updates per run)")
         if t_max is not None:
             raise ValueError("t_max is for flow sweeps (lams=...); a discrete sweep takes steps")
+        if scheme != "auto":
+            raise ValueError("scheme is for flow sweeps (lams=...); a discrete sweep has no stepping scheme")
         if design == "grid":
             gammas = as_grid("gammas", gammas, low=0.0, low_open=True)
             betas = as_grid("betas", betas, low=0.0, high=1.0, high_open=True)
@@ -267,7 +270,11 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
             raise ValueError("reps > 1 with a fixed Problem would repeat identical flows; pass a spec")
         lams = as_grid("lams", lams, low=0.0)
         t_max = as_float("t_max", t_max, low=0.0, low_open=True)
-        config.update(kind="mgf", lams=lams.tolist(), t_max=t_max)
+        check_scheme(scheme)
+        if scheme == "exp-rk4" and not np.all(lams > 0.0):
+            raise ValueError("scheme must be 'rk4' or 'auto' for a line with lam = 0 (gradient flow): the "
+                             "exponential scheme needs lambda > 0")
+        config.update(kind="mgf", lams=lams.tolist(), t_max=t_max, scheme=scheme)
     return config, problem
 
 
@@ -279,13 +286,20 @@ def _spec_problem(spec, seed):
 
 _SEMANTIC_KEYS = ("kind", "design", "reps", "seed", "tol", "alpha", "gradient", "theory", "theory_tol", "spec",
                   "fingerprint", "gammas", "betas", "steps", "batch_size", "replace", "lams", "t_max", "n",
-                  "d")
+                  "d", "scheme")
+
+
+def flow_scheme(config):
+    """The stepping scheme of a flow sweep's configuration (stores written before it existed: ``"rk4"``)."""
+    return config.get("scheme", "rk4")
 
 
 def _semantic(config, key):
     value = config.get(key)
     if key == "design" and value is None and config.get("kind") in ("mgd", "smgd"):
         return "grid"  # a store written before designs existed
+    if key == "scheme":
+        return flow_scheme(config) if config.get("kind") == "mgf" else None
     return to_jsonable(value)
 
 

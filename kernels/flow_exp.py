@@ -1,0 +1,873 @@
+r"""Exponential fourth-order Runge-Kutta (Hochbruck-Ostermann) for MGF(λ) at small λ: the fast mode exactly.
+
+Why
+---
+MGF(λ) (Appendix B, eq. (w_mgf)), :math:`\lambda\ddot w_\pm + \dot w_\pm \pm \nabla L(\theta)\odot w_\pm = 0`,
+has the fast linear mode :math:`-1/\lambda`: classic RK4 (:mod:`.flow`) needs :math:`h \lesssim 2.8\lambda`,
+so its cost grows as :math:`1/\lambda`. This kernel integrates the damping exactly and only the
+gradient explicitly, so its step is set by the gradient-flow time scale, whatever λ.
+
+The split
+---------
+With :math:`a = 1/\lambda`, :math:`v = \dot w` and :math:`g(w) = \nabla F(w)` (the w-space gradient,
+:math:`g_\pm = \pm\nabla L(\theta)\odot w_\pm`), MGF(λ) is :math:`\dot w = v`,
+:math:`\dot v = -a v - a g(w)`. In the variables :math:`(m, v)`, :math:`m = w + \lambda v`, it is
+:math:`u' = \mathcal L u + \mathcal N(u)` with the *diagonal* linear part
+:math:`\mathcal L = \mathrm{diag}(0, -a)` and :math:`\mathcal N = (-g, -a g)` evaluated at
+:math:`w = m - \lambda v`. The scheme is written back in :math:`(w, v)` (the state never holds
+:math:`m`), with :math:`z = -ah = -h/\lambda` and the φ-functions
+:math:`\varphi_0(x) = e^x`, :math:`\varphi_{k}(x) = (\varphi_{k-1}(x) - 1/(k-1)!)/x`, through
+:math:`D_k(x) = 1/k! - \varphi_k(x) = -x\varphi_{k+1}(x)` (:func:`_phi_d`: a Taylor series for
+:math:`|x| < 1`, the recurrence beyond, so there is no cancellation near 0 and no overflow as
+:math:`x \to -\infty`, i.e. as λ → 0).
+
+Tableau (Hochbruck & Ostermann 2005, stiff order 4)
+---------------------------------------------------
+Five stages, :math:`c = (0, \tfrac12, \tfrac12, 1, \tfrac12)`, with
+:math:`\varphi_{j,i} = \varphi_j(c_i h\mathcal L)`:
+
+.. math::
+
+    a_{21} &= \tfrac12\varphi_{1,2}, \quad
+    a_{31} = \tfrac12\varphi_{1,3} - \varphi_{2,3}, \quad a_{32} = \varphi_{2,3}, \\
+    a_{41} &= \varphi_{1,4} - 2\varphi_{2,4}, \quad a_{42} = a_{43} = \varphi_{2,4}, \\
+    a_{52} &= a_{53} = \tfrac12\varphi_{2,5} - \varphi_{3,4} + \tfrac14\varphi_{2,4} - \tfrac12\varphi_{3,5},
+    \quad a_{54} = \tfrac14\varphi_{2,5} - a_{52}, \quad
+    a_{51} = \tfrac12\varphi_{1,5} - 2a_{52} - a_{54}, \\
+    b_1 &= \varphi_1 - 3\varphi_2 + 4\varphi_3, \quad b_2 = b_3 = 0, \quad
+    b_4 = -\varphi_2 + 4\varphi_3, \quad b_5 = 4\varphi_2 - 8\varphi_3,
+
+:math:`U_i = e^{c_i h\mathcal L}u_n + h\sum_j a_{ij}(h\mathcal L)\mathcal N(U_j)`,
+:math:`u_{n+1} = e^{h\mathcal L}u_n + h\sum_i b_i(h\mathcal L)\mathcal N(U_i)`. For the
+:math:`m` component (:math:`\mathcal L = 0`) the weights are the underlying Runge-Kutta method
+:math:`a_{ij}(0), b_i(0)` (:math:`b(0) = (\tfrac16, 0, 0, \tfrac16, \tfrac23)`). Written in
+:math:`(w, v)`, with :math:`E_i = e^{c_i z}`, :math:`g_j = g(W_j)`:
+
+.. math::
+
+    V_i &= E_i v_n - \sum_j \beta_{ij} g_j, \qquad \beta_{ij} = -z\,a_{ij}(z), \\
+    W_i &= w_n + \lambda(1 - E_i) v_n - h\sum_j \gamma_{ij} g_j, \qquad \gamma_{ij} = a_{ij}(0) - a_{ij}(z),
+
+and the same with :math:`b` for the step. Both :math:`\beta` and :math:`\gamma` are sums of
+:math:`D_k(c_i z)` (since :math:`\varphi_k(0) - \varphi_k(x) = D_k(x)` and :math:`-x\varphi_k(x) =
+D_{k-1}(x)`): bounded for every :math:`z \le 0`, and as λ → 0 (:math:`z \to -\infty`)
+:math:`\lambda(1 - E_i) \to 0`, :math:`\gamma \to a(0)`: the scheme tends to the underlying
+Runge-Kutta method for gradient flow (with :math:`v` slaved to :math:`-g`).
+
+The integrals (see :mod:`.flow`) ride along: :math:`J_\pm, P, G_2` (no linear part) with the
+weights :math:`b_i(0)`, and :math:`K_\pm, Q`, whose kernel :math:`e^{-(t-s)/\lambda}` is the same
+stiff decay :math:`\dot K = f - aK`, exactly: :math:`K_{n+1} = e^z K_n + h\sum_i b_i(z) f_i`.
+
+Start of a run: the initial layer
+---------------------------------
+From a velocity off the slow manifold :math:`v \approx -g(w)` (the paper's :math:`\dot w_0 = 0`),
+:math:`v` relaxes on the time scale λ; the exponential scheme integrates the linear part of that
+layer exactly but not its coupling through :math:`g`, and the error of steps much longer than
+λ inside it is not of order four. So a grid step whose start ``t`` has
+``LAYER_START·λ + LAYER_GROWTH·max(t - LAYER_SPAN·λ, 0)`` below its step is *tiled*: pieces of
+at most that size (growing geometrically), i.e. a graded mesh over the layer, O(log(h/λ))
+extra steps. The same tiling makes the refined start (``m_fine`` pieces of ``h/m_fine``), and
+the layer's tiling belongs to it: a run without a refined start (``n_fine = 0``,
+``refine_start=None``) takes uniform steps from t = 0 (for a start on the slow manifold, or a
+convergence study).
+
+Grid, state, crossings, divergence
+----------------------------------
+As :func:`.flow._flow_advance` (the same state rows, work array, crossing search
+:func:`.flow._scan_crossings` with pairs, recording, convergence and divergence tests): only the
+step differs. :func:`_exp_flow_group` advances lockstep lanes of exponential runs (gradients of
+all lanes at once, :func:`.flow_sweep._lane_gradients`), each lane bitwise the single run.
+
+Module size
+-----------
+Longer than most modules because it is one unit: the coefficient vector, the five stage passes
+(which address the rows of :mod:`.flow`'s work array that the exponential step re-purposes for
+its stored stage gradients), the piece rule of the tiled start and the two drivers (single run
+and lockstep lanes, which must take the same pieces in the same order to agree bit for bit)
+are read together to check what a step does.
+"""
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .config import JIT_OPTIONS, OVERFLOW, PARALLEL_JIT_OPTIONS
+from .flow import (
+    _A,
+    _N,
+    _NR,
+    _S,
+    _S_KM,
+    _S_KP,
+    _S_VM,
+    _S_VP,
+    _S_WM,
+    _S_WP,
+    _VALID_M,
+    _VALID_P,
+    _Y,
+    BLOCK,
+    CROSS_MINUS,
+    CROSS_PLUS,
+    FIRST_CROSS_MINUS,
+    FIRST_CROSS_PLUS,
+    G2_INT,
+    J_MINUS,
+    J_PLUS,
+    K_MINUS,
+    K_PLUS,
+    LAST_CROSS_MINUS,
+    LAST_CROSS_PLUS,
+    P_INT,
+    Q_INT,
+    STEPS_DONE,
+    V_MINUS,
+    V_PLUS,
+    W_MINUS,
+    W_PLUS,
+    _accept_step,
+    _at,
+    _begin_step,
+    _gradient,
+    _load_work,
+    _record_row,
+    _scan_crossings,
+    _store_work,
+)
+from .flow_sweep import LANES, _lane_gradients
+from .layout import MODE_DATA
+from .mgd import _half_mean_square_residual
+from .status import CONVERGED, DIVERGED, RUNNING
+
+#: Nodes of the five stages.
+EXP_C = np.array([0.0, 0.5, 0.5, 1.0, 0.5])
+#: Weights of the underlying Runge-Kutta method (z = 0) of stages 1, 4, 5 (b2 = b3 = 0).
+EXP_B0 = np.array([1.0 / 6.0, 0.0, 0.0, 1.0 / 6.0, 2.0 / 3.0])
+_B01 = 1.0 / 6.0
+_B04 = 1.0 / 6.0
+_B05 = 2.0 / 3.0
+
+#: Initial-layer tiling: first piece LAYER_START·λ ...
+LAYER_START = 0.25
+#: ... then pieces growing by this fraction of the time elapsed beyond LAYER_SPAN·λ.
+LAYER_GROWTH = 0.2
+LAYER_SPAN = 10.0
+
+# -- the coefficient vector of one step size (``_exp_coefficients``) ----------------------------
+C_H = 0       # the step h
+C_EH = 1      # e^{z/2}
+C_EZ = 2      # e^{z}
+C_LH = 3      # λ(1 - e^{z/2})
+C_LZ = 4      # λ(1 - e^{z})
+C_HG21 = 5    # h·γ_ij (w from the stage gradients)
+C_B21 = 6     # β_ij (v from the stage gradients)
+C_HG31 = 7
+C_HG32 = 8
+C_B31 = 9
+C_B32 = 10
+C_HG41 = 11
+C_HG42 = 12
+C_B41 = 13
+C_B42 = 14
+C_HG51 = 15
+C_HG52 = 16
+C_HG54 = 17
+C_B51 = 18
+C_B52 = 19
+C_B54 = 20
+C_HG1 = 21    # the step: h·γ_i, β_i, h·b_i(z) (K, Q) for i = 1, 4, 5
+C_HG4 = 22
+C_HG5 = 23
+C_B1 = 24
+C_B4 = 25
+C_B5 = 26
+C_HW1 = 27
+C_HW4 = 28
+C_HW5 = 29
+N_COEF = 30
+
+# work-array rows of the stored stage gradients g_j = ∇F(W_j) (rows of flow.py's block layout that
+# the exponential step does not use: the A rows of w, v and the K stage inputs)
+_G1P = _A + W_PLUS
+_G1M = _A + W_MINUS
+_G4P = _A + V_PLUS
+_G4M = _A + V_MINUS
+_G23P = _S + _S_KP   # g_2, then g_2 + g_3 (a_{i2} = a_{i3} for i = 4, 5)
+_G23M = _S + _S_KM
+
+_SERIES_TERMS = 26
+_INV_FACT = np.array([1.0 / math.factorial(k) for k in range(_SERIES_TERMS + 5)])
+
+
+@njit(**JIT_OPTIONS)
+def _phi_d(x, phi, dk):
+    """φ_0..φ_3(x) into ``phi`` and D_k(x) = 1/k! - φ_k(x) = -x φ_{k+1}(x), k = 0..3, into ``dk``; x <= 0.
+
+    Taylor series (Horner) for |x| < 1, where the recurrence would cancel; the recurrence
+    φ_k = (φ_{k-1} - 1/(k-1)!)/x beyond (x = -inf gives φ_k = 0, D_k = 1/k!).
+    """
+    if abs(x) < 1.0:
+        for k in range(5):
+            s = 0.0
+            for n in range(_SERIES_TERMS - 1, -1, -1):
+                s = s * x + _INV_FACT[n + k]
+            if k < 4:
+                phi[k] = s
+            if k >= 1:
+                dk[k - 1] = -x * s
+    else:
+        p = math.exp(x)
+        phi[0] = p
+        for k in range(1, 4):
+            p = (p - _INV_FACT[k - 1]) / x
+            phi[k] = p
+        for k in range(4):
+            dk[k] = _INV_FACT[k] - phi[k]
+
+
+@njit(**JIT_OPTIONS)
+def _exp_coefficients(lam, h, out):
+    """The coefficients of one exponential step of size ``h`` for MGF(λ) into ``out`` (layout ``C_*``)."""
+    z = -h / lam if lam > 0.0 else -np.inf
+    ph = np.empty(4)
+    dh = np.empty(4)
+    pz = np.empty(4)
+    dz = np.empty(4)
+    _phi_d(0.5 * z, ph, dh)
+    _phi_d(z, pz, dz)
+    out[C_H] = h
+    out[C_EH] = ph[0]
+    out[C_EZ] = pz[0]
+    out[C_LH] = lam * dh[0]
+    out[C_LZ] = lam * dz[0]
+    # γ = a(0) - a(z) from D_k(c z); β = -z a(z) from D_{k-1}(c z)/c (c = 1/2 or 1)
+    g21 = 0.5 * dh[1]
+    b21 = dh[0]
+    g31 = 0.5 * dh[1] - dh[2]
+    g32 = dh[2]
+    b31 = dh[0] - 2.0 * dh[1]
+    b32 = 2.0 * dh[1]
+    g41 = dz[1] - 2.0 * dz[2]
+    g42 = dz[2]
+    b41 = dz[0] - 2.0 * dz[1]
+    b42 = dz[1]
+    g52 = 0.5 * dh[2] - dz[3] + 0.25 * dz[2] - 0.5 * dh[3]
+    b52 = dh[1] - dz[2] + 0.25 * dz[1] - dh[2]
+    g54 = 0.25 * dh[2] - g52
+    b54 = 0.5 * dh[1] - b52
+    g51 = 0.5 * dh[1] - 2.0 * g52 - g54
+    b51 = dh[0] - 2.0 * b52 - b54
+    out[C_HG21] = h * g21
+    out[C_B21] = b21
+    out[C_HG31] = h * g31
+    out[C_HG32] = h * g32
+    out[C_B31] = b31
+    out[C_B32] = b32
+    out[C_HG41] = h * g41
+    out[C_HG42] = h * g42
+    out[C_B41] = b41
+    out[C_B42] = b42
+    out[C_HG51] = h * g51
+    out[C_HG52] = h * g52
+    out[C_HG54] = h * g54
+    out[C_B51] = b51
+    out[C_B52] = b52
+    out[C_B54] = b54
+    out[C_HG1] = h * (dz[1] - 3.0 * dz[2] + 4.0 * dz[3])
+    out[C_HG4] = h * (-dz[2] + 4.0 * dz[3])
+    out[C_HG5] = h * (4.0 * dz[2] - 8.0 * dz[3])
+    out[C_B1] = dz[0] - 3.0 * dz[1] + 4.0 * dz[2]
+    out[C_B4] = -dz[1] + 4.0 * dz[2]
+    out[C_B5] = 4.0 * dz[1] - 8.0 * dz[2]
+    out[C_HW1] = h * (pz[1] - 3.0 * pz[2] + 4.0 * pz[3])
+    out[C_HW4] = h * (-pz[2] + 4.0 * pz[3])
+    out[C_HW5] = h * (4.0 * pz[2] - 8.0 * pz[3])
+
+
+def exp_coefficients(lam, h):
+    """The coefficient vector (layout ``C_*``) of one step of size ``h`` for MGF(λ), as a new array."""
+    out = np.empty(N_COEF)
+    _exp_coefficients(float(lam), float(h), out)
+    return out
+
+
+@njit(**JIT_OPTIONS)
+def _layer_piece(lam, t):
+    """Largest piece at time ``t`` inside the initial layer (see the module docstring)."""
+    return LAYER_START * lam + LAYER_GROWTH * max(t - LAYER_SPAN * lam, 0.0)
+
+
+# -- stage passes (element-wise on the work array) -----------------------------------------------
+
+@njit(**JIT_OPTIONS)
+def _stage_one(Z, grad, theta, nblk, co):
+    """Stage 1 (the grid point, S = Y): store g_1, accumulate its integrands, S = stage 2, θ(S)."""
+    eh = co[C_EH]
+    lh = co[C_LH]
+    hg = co[C_HG21]
+    bb = co[C_B21]
+    hw = co[C_HW1]
+    for blk in range(nblk):
+        base = blk * (_NR * BLOCK)
+        tb = blk * BLOCK
+        for j in range(BLOCK):
+            i = base + j
+            g = grad[tb + j]
+            wp = Z[i + (_Y + W_PLUS) * BLOCK]
+            wm = Z[i + (_Y + W_MINUS) * BLOCK]
+            vp = Z[i + (_Y + V_PLUS) * BLOCK]
+            vm = Z[i + (_Y + V_MINUS) * BLOCK]
+            gp = g * wp
+            gm = -g * wm
+            rp = vp / wp
+            rm = vm / wm
+            fp = rp * rp if Z[i + _VALID_P * BLOCK] > 0.0 else 0.0
+            fm = rm * rm if Z[i + _VALID_M * BLOCK] > 0.0 else 0.0
+            Z[i + _G1P * BLOCK] = gp
+            Z[i + _G1M * BLOCK] = gm
+            Z[i + (_A + J_PLUS) * BLOCK] += _B01 * fp
+            Z[i + (_A + J_MINUS) * BLOCK] += _B01 * fm
+            Z[i + (_A + K_PLUS) * BLOCK] += hw * fp
+            Z[i + (_A + K_MINUS) * BLOCK] += hw * fm
+            Z[i + (_A + P_INT) * BLOCK] += _B01 * g
+            Z[i + (_A + Q_INT) * BLOCK] += hw * g
+            Z[i + (_A + G2_INT) * BLOCK] += _B01 * (g * g)
+            nwp = wp + lh * vp - hg * gp
+            nwm = wm + lh * vm - hg * gm
+            Z[i + (_S + _S_WP) * BLOCK] = nwp
+            Z[i + (_S + _S_WM) * BLOCK] = nwm
+            Z[i + (_S + _S_VP) * BLOCK] = eh * vp - bb * gp
+            Z[i + (_S + _S_VM) * BLOCK] = eh * vm - bb * gm
+            theta[tb + j] = (nwp * nwp - nwm * nwm) * 0.25
+
+
+@njit(**JIT_OPTIONS)
+def _stage_two(Z, grad, theta, nblk, co):
+    """Stage 2: store g_2, S = stage 3 (a_31 g_1 + a_32 g_2), θ(S)."""
+    eh = co[C_EH]
+    lh = co[C_LH]
+    hg1 = co[C_HG31]
+    hg2 = co[C_HG32]
+    b1 = co[C_B31]
+    b2 = co[C_B32]
+    for blk in range(nblk):
+        base = blk * (_NR * BLOCK)
+        tb = blk * BLOCK
+        for j in range(BLOCK):
+            i = base + j
+            g = grad[tb + j]
+            gp = g * Z[i + (_S + _S_WP) * BLOCK]
+            gm = -g * Z[i + (_S + _S_WM) * BLOCK]
+            Z[i + _G23P * BLOCK] = gp
+            Z[i + _G23M * BLOCK] = gm
+            g1p = Z[i + _G1P * BLOCK]
+            g1m = Z[i + _G1M * BLOCK]
+            vp = Z[i + (_Y + V_PLUS) * BLOCK]
+            vm = Z[i + (_Y + V_MINUS) * BLOCK]
+            nwp = Z[i + (_Y + W_PLUS) * BLOCK] + lh * vp - (hg1 * g1p + hg2 * gp)
+            nwm = Z[i + (_Y + W_MINUS) * BLOCK] + lh * vm - (hg1 * g1m + hg2 * gm)
+            Z[i + (_S + _S_WP) * BLOCK] = nwp
+            Z[i + (_S + _S_WM) * BLOCK] = nwm
+            Z[i + (_S + _S_VP) * BLOCK] = eh * vp - (b1 * g1p + b2 * gp)
+            Z[i + (_S + _S_VM) * BLOCK] = eh * vm - (b1 * g1m + b2 * gm)
+            theta[tb + j] = (nwp * nwp - nwm * nwm) * 0.25
+
+
+@njit(**JIT_OPTIONS)
+def _stage_three(Z, grad, theta, nblk, co):
+    """Stage 3: g_2 + g_3 stored, S = stage 4 (a_41 g_1 + a_42 (g_2 + g_3)), θ(S)."""
+    ez = co[C_EZ]
+    lz = co[C_LZ]
+    hg1 = co[C_HG41]
+    hg2 = co[C_HG42]
+    b1 = co[C_B41]
+    b2 = co[C_B42]
+    for blk in range(nblk):
+        base = blk * (_NR * BLOCK)
+        tb = blk * BLOCK
+        for j in range(BLOCK):
+            i = base + j
+            g = grad[tb + j]
+            gp = Z[i + _G23P * BLOCK] + g * Z[i + (_S + _S_WP) * BLOCK]
+            gm = Z[i + _G23M * BLOCK] - g * Z[i + (_S + _S_WM) * BLOCK]
+            Z[i + _G23P * BLOCK] = gp
+            Z[i + _G23M * BLOCK] = gm
+            g1p = Z[i + _G1P * BLOCK]
+            g1m = Z[i + _G1M * BLOCK]
+            vp = Z[i + (_Y + V_PLUS) * BLOCK]
+            vm = Z[i + (_Y + V_MINUS) * BLOCK]
+            nwp = Z[i + (_Y + W_PLUS) * BLOCK] + lz * vp - (hg1 * g1p + hg2 * gp)
+            nwm = Z[i + (_Y + W_MINUS) * BLOCK] + lz * vm - (hg1 * g1m + hg2 * gm)
+            Z[i + (_S + _S_WP) * BLOCK] = nwp
+            Z[i + (_S + _S_WM) * BLOCK] = nwm
+            Z[i + (_S + _S_VP) * BLOCK] = ez * vp - (b1 * g1p + b2 * gp)
+            Z[i + (_S + _S_VM) * BLOCK] = ez * vm - (b1 * g1m + b2 * gm)
+            theta[tb + j] = (nwp * nwp - nwm * nwm) * 0.25
+
+
+@njit(**JIT_OPTIONS)
+def _stage_four(Z, grad, theta, nblk, co):
+    """Stage 4: store g_4, accumulate its integrands, S = stage 5, θ(S)."""
+    eh = co[C_EH]
+    lh = co[C_LH]
+    hg1 = co[C_HG51]
+    hg2 = co[C_HG52]
+    hg4 = co[C_HG54]
+    b1 = co[C_B51]
+    b2 = co[C_B52]
+    b4 = co[C_B54]
+    hw = co[C_HW4]
+    for blk in range(nblk):
+        base = blk * (_NR * BLOCK)
+        tb = blk * BLOCK
+        for j in range(BLOCK):
+            i = base + j
+            g = grad[tb + j]
+            wp = Z[i + (_S + _S_WP) * BLOCK]
+            wm = Z[i + (_S + _S_WM) * BLOCK]
+            svp = Z[i + (_S + _S_VP) * BLOCK]
+            svm = Z[i + (_S + _S_VM) * BLOCK]
+            gp = g * wp
+            gm = -g * wm
+            rp = svp / wp
+            rm = svm / wm
+            fp = rp * rp if Z[i + _VALID_P * BLOCK] > 0.0 else 0.0
+            fm = rm * rm if Z[i + _VALID_M * BLOCK] > 0.0 else 0.0
+            Z[i + _G4P * BLOCK] = gp
+            Z[i + _G4M * BLOCK] = gm
+            Z[i + (_A + J_PLUS) * BLOCK] += _B04 * fp
+            Z[i + (_A + J_MINUS) * BLOCK] += _B04 * fm
+            Z[i + (_A + K_PLUS) * BLOCK] += hw * fp
+            Z[i + (_A + K_MINUS) * BLOCK] += hw * fm
+            Z[i + (_A + P_INT) * BLOCK] += _B04 * g
+            Z[i + (_A + Q_INT) * BLOCK] += hw * g
+            Z[i + (_A + G2_INT) * BLOCK] += _B04 * (g * g)
+            g1p = Z[i + _G1P * BLOCK]
+            g1m = Z[i + _G1M * BLOCK]
+            g2p = Z[i + _G23P * BLOCK]
+            g2m = Z[i + _G23M * BLOCK]
+            vp = Z[i + (_Y + V_PLUS) * BLOCK]
+            vm = Z[i + (_Y + V_MINUS) * BLOCK]
+            nwp = Z[i + (_Y + W_PLUS) * BLOCK] + lh * vp - (hg1 * g1p + hg2 * g2p + hg4 * gp)
+            nwm = Z[i + (_Y + W_MINUS) * BLOCK] + lh * vm - (hg1 * g1m + hg2 * g2m + hg4 * gm)
+            Z[i + (_S + _S_WP) * BLOCK] = nwp
+            Z[i + (_S + _S_WM) * BLOCK] = nwm
+            Z[i + (_S + _S_VP) * BLOCK] = eh * vp - (b1 * g1p + b2 * g2p + b4 * gp)
+            Z[i + (_S + _S_VM) * BLOCK] = eh * vm - (b1 * g1m + b2 * g2m + b4 * gm)
+            theta[tb + j] = (nwp * nwp - nwm * nwm) * 0.25
+
+
+@njit(**JIT_OPTIONS)
+def _stage_final(Z, grad, nblk, co):
+    """Stage 5 and the step: N = the new point; J/K of invalid coordinates keep their values.
+
+    Returns ``(flags, bad)`` as :func:`.flow._mgf_final`: coordinates whose w± changed sign or
+    turned, and w, ẇ entries outside (-OVERFLOW, OVERFLOW) (NaN included).
+    """
+    h = co[C_H]
+    ez = co[C_EZ]
+    lz = co[C_LZ]
+    hg1 = co[C_HG1]
+    hg4 = co[C_HG4]
+    hg5 = co[C_HG5]
+    b1 = co[C_B1]
+    b4 = co[C_B4]
+    b5 = co[C_B5]
+    hw = co[C_HW5]
+    flags = 0
+    bad = 0
+    for blk in range(nblk):
+        base = blk * (_NR * BLOCK)
+        tb = blk * BLOCK
+        for j in range(BLOCK):
+            i = base + j
+            g = grad[tb + j]
+            wp = Z[i + (_S + _S_WP) * BLOCK]
+            wm = Z[i + (_S + _S_WM) * BLOCK]
+            svp = Z[i + (_S + _S_VP) * BLOCK]
+            svm = Z[i + (_S + _S_VM) * BLOCK]
+            okp = Z[i + _VALID_P * BLOCK] > 0.0
+            okm = Z[i + _VALID_M * BLOCK] > 0.0
+            gp = g * wp
+            gm = -g * wm
+            rp = svp / wp
+            rm = svm / wm
+            fp = rp * rp if okp else 0.0
+            fm = rm * rm if okm else 0.0
+            g1p = Z[i + _G1P * BLOCK]
+            g1m = Z[i + _G1M * BLOCK]
+            g4p = Z[i + _G4P * BLOCK]
+            g4m = Z[i + _G4M * BLOCK]
+            y_wp = Z[i + (_Y + W_PLUS) * BLOCK]
+            y_wm = Z[i + (_Y + W_MINUS) * BLOCK]
+            y_vp = Z[i + (_Y + V_PLUS) * BLOCK]
+            y_vm = Z[i + (_Y + V_MINUS) * BLOCK]
+            y_jp = Z[i + (_Y + J_PLUS) * BLOCK]
+            y_jm = Z[i + (_Y + J_MINUS) * BLOCK]
+            y_kp = Z[i + (_Y + K_PLUS) * BLOCK]
+            y_km = Z[i + (_Y + K_MINUS) * BLOCK]
+            n_wp = y_wp + lz * y_vp - (hg1 * g1p + hg4 * g4p + hg5 * gp)
+            n_wm = y_wm + lz * y_vm - (hg1 * g1m + hg4 * g4m + hg5 * gm)
+            n_vp = ez * y_vp - (b1 * g1p + b4 * g4p + b5 * gp)
+            n_vm = ez * y_vm - (b1 * g1m + b4 * g4m + b5 * gm)
+            n_jp = y_jp + h * (Z[i + (_A + J_PLUS) * BLOCK] + _B05 * fp)
+            n_jm = y_jm + h * (Z[i + (_A + J_MINUS) * BLOCK] + _B05 * fm)
+            n_kp = ez * y_kp + (Z[i + (_A + K_PLUS) * BLOCK] + hw * fp)
+            n_km = ez * y_km + (Z[i + (_A + K_MINUS) * BLOCK] + hw * fm)
+            Z[i + (_N + W_PLUS) * BLOCK] = n_wp
+            Z[i + (_N + W_MINUS) * BLOCK] = n_wm
+            Z[i + (_N + V_PLUS) * BLOCK] = n_vp
+            Z[i + (_N + V_MINUS) * BLOCK] = n_vm
+            Z[i + (_N + J_PLUS) * BLOCK] = n_jp if okp else y_jp
+            Z[i + (_N + J_MINUS) * BLOCK] = n_jm if okm else y_jm
+            Z[i + (_N + K_PLUS) * BLOCK] = n_kp if okp else y_kp
+            Z[i + (_N + K_MINUS) * BLOCK] = n_km if okm else y_km
+            Z[i + (_N + P_INT) * BLOCK] = Z[i + (_Y + P_INT) * BLOCK] + h * (Z[i + (_A + P_INT) * BLOCK]
+                                                                            + _B05 * g)
+            Z[i + (_N + Q_INT) * BLOCK] = ez * Z[i + (_Y + Q_INT) * BLOCK] + (Z[i + (_A + Q_INT) * BLOCK]
+                                                                             + hw * g)
+            Z[i + (_N + G2_INT) * BLOCK] = Z[i + (_Y + G2_INT) * BLOCK] + h * (Z[i + (_A + G2_INT) * BLOCK]
+                                                                              + _B05 * (g * g))
+            flip = ((n_wp < 0.0) != (y_wp < 0.0)) | ((n_wm < 0.0) != (y_wm < 0.0))
+            turn = ((y_wp * y_vp < 0.0) & (n_wp * n_vp > 0.0)) | ((y_wm * y_vm < 0.0) & (n_wm * n_vm > 0.0))
+            flags += flip | turn
+            bad += not ((abs(n_wp) < OVERFLOW) & (abs(n_wm) < OVERFLOW)
+                        & (abs(n_vp) < OVERFLOW) & (abs(n_vm) < OVERFLOW))
+    return flags, bad
+
+
+@njit(**JIT_OPTIONS)
+def _exp_finish(Z, theta, nblk, flags, bad, t0, vnew_p, vnew_m, roots, istate, fstate, counters,
+                log_time, log_coord, log_sign, hs):
+    """After :func:`_stage_final`: the crossing search and the acceptance of the new point.
+
+    Returns True (Y unchanged, S and A reset) if the step overflowed.
+    """
+    if bad:
+        _begin_step(Z, theta, nblk)
+        return True
+    if flags:
+        dp = theta.shape[0]
+        for i in range(dp):
+            vnew_p[i] = Z[_at(_N + V_PLUS, i)]
+            vnew_m[i] = Z[_at(_N + V_MINUS, i)]
+        _scan_crossings(Z, W_PLUS, V_PLUS, _VALID_P, vnew_p, hs, t0, 1, istate[CROSS_PLUS],
+                        fstate[FIRST_CROSS_PLUS], fstate[LAST_CROSS_PLUS], counters,
+                        log_time, log_coord, log_sign, roots, True)
+        _scan_crossings(Z, W_MINUS, V_MINUS, _VALID_M, vnew_m, hs, t0, -1, istate[CROSS_MINUS],
+                        fstate[FIRST_CROSS_MINUS], fstate[LAST_CROSS_MINUS], counters,
+                        log_time, log_coord, log_sign, roots, True)
+    _accept_step(Z, theta, nblk)
+    return False
+
+
+@njit(**JIT_OPTIONS)
+def _exp_step(X, XT, y, H, b, mode, co, t0, Z, theta, grad, resid, d, nblk,
+              vnew_p, vnew_m, roots, istate, fstate, counters, log_time, log_coord, log_sign):
+    """One exponential step (coefficients ``co``) from the grid point Y at time ``t0``, in place.
+
+    On entry ``theta`` holds θ(Y), ``grad`` ∇L(θ(Y)), S and A are prepared by
+    :func:`.flow._begin_step`; on return Y is the new point, prepared the same way.
+    Returns True (leaving Y unchanged) if the step overflows.
+    """
+    _stage_one(Z, grad, theta, nblk, co)
+    _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
+    _stage_two(Z, grad, theta, nblk, co)
+    _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
+    _stage_three(Z, grad, theta, nblk, co)
+    _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
+    _stage_four(Z, grad, theta, nblk, co)
+    _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
+    flags, bad = _stage_final(Z, grad, nblk, co)
+    return _exp_finish(Z, theta, nblk, flags, bad, t0, vnew_p, vnew_m, roots, istate, fstate, counters,
+                       log_time, log_coord, log_sign, co[C_H])
+
+
+@njit(**JIT_OPTIONS)
+def _tiled(lam, h, n_fine, m_fine, step):
+    """Is grid ``step`` made of several pieces (refined start or initial layer; the layer's tiling is
+    part of the refined start: none without one)?"""
+    if n_fine <= 0:
+        return False
+    if step < n_fine and m_fine > 1:
+        return True
+    return _layer_piece(lam, step * h) < h
+
+
+@njit(**JIT_OPTIONS)
+def _next_piece(lam, h, n_fine, m_fine, step, t):
+    """Size of the next piece of tiled grid ``step`` from time ``t``, and whether it is the last one."""
+    end = (step + 1) * h
+    s = h / m_fine if step < n_fine else h
+    layer = _layer_piece(lam, t)
+    if layer < s:
+        s = layer
+    rest = end - t
+    if rest <= s * (1.0 + 1e-9):
+        return rest, True
+    return s, False
+
+
+@njit(**JIT_OPTIONS)
+def _piece_coefficients(lam, s, co_h, co_fine, co_tmp):
+    """The coefficients of a piece of size ``s``: those of h or h/m_fine when it is one, else computed."""
+    if s == co_h[C_H]:
+        return co_h
+    if s == co_fine[C_H]:
+        return co_fine
+    _exp_coefficients(lam, s, co_tmp)
+    return co_tmp
+
+
+@njit(**JIT_OPTIONS)
+def _exp_flow_advance(
+    X, XT, y, H, b, X_test, y_test,
+    lam, h, mode, tol, n_fine, m_fine,
+    fstate, istate, counters, n_steps,
+    log_time, log_coord, log_sign,
+    record_steps, record_cursor, record_offset, rec_step, rec_vectors, rec_losses, rec_vp, rec_vm,
+):
+    """Advance one MGF(λ) run (``lam > 0``) by ``<= n_steps`` grid steps with the exponential scheme.
+
+    The arguments, the state, the recording and the return codes are those of
+    :func:`.flow._flow_advance`; a tiled grid step (refined start, initial layer) is made of
+    the pieces of :func:`_next_piece`, and divergence inside it restores its start.
+    """
+    n = X.shape[0]
+    d = fstate.shape[1]
+    dp = H.shape[0]
+    nblk = dp // BLOCK
+    Z = _load_work(fstate, istate, nblk)
+    saved = np.empty_like(Z)
+    theta = np.zeros(dp)
+    grad = np.zeros(dp)
+    resid = np.zeros(max(n, 1))
+    vnew_p = np.zeros(dp)
+    vnew_m = np.zeros(dp)
+    roots = np.zeros(6)
+    co_h = np.empty(N_COEF)
+    co_fine = np.empty(N_COEF)
+    co_tmp = np.empty(N_COEF)
+    _exp_coefficients(lam, h, co_h)
+    _exp_coefficients(lam, h / m_fine, co_fine)
+    n_record = record_steps.shape[0]
+    step = counters[STEPS_DONE]
+    stop = step + n_steps
+    status = RUNNING
+
+    _begin_step(Z, theta, nblk)
+    while True:
+        loss = _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
+        cur = record_cursor[0]
+        if cur < n_record and record_steps[cur] == step:
+            _record_row(X, y, X_test, y_test, Z, vnew_p, step, cur - record_offset,
+                        rec_step, rec_vectors, rec_losses, rec_vp, rec_vm)
+            record_cursor[0] = cur + 1
+        if step >= stop:
+            break
+        if tol >= 0.0:
+            if mode != MODE_DATA:
+                for i in range(d):
+                    vnew_p[i] = theta[i]
+                loss = _half_mean_square_residual(X, y, vnew_p[:d])
+            if loss <= tol:
+                status = CONVERGED
+                break
+        if not _tiled(lam, h, n_fine, m_fine, step):
+            diverged = _exp_step(X, XT, y, H, b, mode, co_h, step * h, Z, theta, grad, resid, d, nblk,
+                                 vnew_p, vnew_m, roots, istate, fstate, counters, log_time, log_coord, log_sign)
+        else:
+            saved[:] = Z
+            diverged = False
+            t = step * h
+            first = True
+            while True:
+                if not first:
+                    _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
+                first = False
+                s, last = _next_piece(lam, h, n_fine, m_fine, step, t)
+                co = _piece_coefficients(lam, s, co_h, co_fine, co_tmp)
+                diverged = _exp_step(X, XT, y, H, b, mode, co, t, Z, theta, grad, resid, d, nblk,
+                                     vnew_p, vnew_m, roots, istate, fstate, counters, log_time, log_coord,
+                                     log_sign)
+                if diverged:
+                    Z[:] = saved
+                    _begin_step(Z, theta, nblk)
+                    break
+                if last:
+                    break
+                t = t + s
+        if diverged:
+            status = DIVERGED
+            break
+        step += 1
+
+    _store_work(Z, fstate, istate)
+    counters[STEPS_DONE] = step
+    return status
+
+
+# -- lockstep lanes (flow sweeps) ----------------------------------------------------------------
+
+_PHASE_STEPPING = 0
+_PHASE_STOPPED = 1
+
+
+@njit(**JIT_OPTIONS)
+def _exp_flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, live,
+                    F, I, C, LOG_T, LOG_C, LOG_S, codes, n_steps):
+    """Advance the exponential lanes of one group (``live[g]``) by at most ``n_steps`` grid steps each.
+
+    Lane g is the single-run call ``_exp_flow_advance(..., lams[g], hs[g], mode, tols[g],
+    n_fines[g], m_fines[g], F[g], I[g], C[g], min(n_steps, totals[g] - done), logs...)``
+    without recording, bit for bit (the same pieces, stage passes and gradients);
+    ``codes[g]`` receives its return code. One lockstep iteration is one piece of every
+    active lane; its five gradient evaluations are done for all lanes at once.
+    """
+    L = lams.shape[0]
+    n = y.shape[0]
+    d = F.shape[2]
+    dp = b.shape[0]
+    nblk = dp // BLOCK
+    Xu = X[:n]
+    XTu = XT[:dp]
+    Hu = H[:dp]
+    zlen = nblk * _NR * BLOCK
+    Z = np.zeros((L, zlen))
+    saved = np.zeros((L, zlen))
+    theta = np.zeros((L, dp))
+    grad = np.zeros((L, dp))
+    resid = np.zeros((L, max(n, 1)))
+    vnew_p = np.zeros((L, dp))
+    vnew_m = np.zeros((L, dp))
+    roots = np.zeros(6)
+    loss = np.zeros(L)
+    rows = max(H.shape[0], X.shape[0], XT.shape[0], dp, n)
+    buf = np.zeros(2 * rows * LANES)
+    need = np.zeros(L, dtype=np.bool_)
+    co_h = np.zeros((L, N_COEF))
+    co_fine = np.zeros((L, N_COEF))
+    co_tmp = np.zeros((L, N_COEF))
+    co_idx = np.zeros(L, dtype=np.int64)  # this piece: 0 co_h, 1 co_fine, 2 co_tmp
+    step = np.zeros(L, dtype=np.int64)
+    stop = np.zeros(L, dtype=np.int64)
+    inside = np.zeros(L, dtype=np.bool_)   # between the pieces of a tiled grid step
+    tiled = np.zeros(L, dtype=np.bool_)
+    last = np.zeros(L, dtype=np.bool_)
+    tpiece = np.zeros(L)
+    spiece = np.zeros(L)
+    phase = np.full(L, _PHASE_STOPPED, dtype=np.int64)
+    active = 0
+    for g in range(L):
+        if not live[g]:
+            continue
+        Z[g] = _load_work(F[g], I[g], nblk)
+        _exp_coefficients(lams[g], hs[g], co_h[g])
+        _exp_coefficients(lams[g], hs[g] / m_fines[g], co_fine[g])
+        step[g] = C[g, STEPS_DONE]
+        stop[g] = min(step[g] + n_steps, max(totals[g], step[g]))
+        codes[g] = RUNNING
+        phase[g] = _PHASE_STEPPING
+        active += 1
+        _begin_step(Z[g], theta[g], nblk)
+    while active > 0:
+        for g in range(L):
+            need[g] = phase[g] == _PHASE_STEPPING
+        _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid, loss, need, buf)
+        for g in range(L):
+            if phase[g] != _PHASE_STEPPING:
+                continue
+            if not inside[g]:  # at a grid point: its tests, then the first piece of the grid step
+                if step[g] >= stop[g]:
+                    phase[g] = _PHASE_STOPPED
+                    active -= 1
+                    continue
+                if tols[g] >= 0.0:
+                    lg = loss[g]
+                    if mode != MODE_DATA:
+                        for i in range(d):
+                            vnew_p[g, i] = theta[g, i]
+                        lg = _half_mean_square_residual(Xu, y, vnew_p[g, :d])
+                    if lg <= tols[g]:
+                        codes[g] = CONVERGED
+                        phase[g] = _PHASE_STOPPED
+                        active -= 1
+                        continue
+                tiled[g] = _tiled(lams[g], hs[g], n_fines[g], m_fines[g], step[g])
+                tpiece[g] = step[g] * hs[g]
+                if tiled[g]:
+                    saved[g] = Z[g]
+            if tiled[g]:
+                s, lst = _next_piece(lams[g], hs[g], n_fines[g], m_fines[g], step[g], tpiece[g])
+                spiece[g] = s
+                last[g] = lst
+                if s == co_h[g, C_H]:
+                    co_idx[g] = 0
+                elif s == co_fine[g, C_H]:
+                    co_idx[g] = 1
+                else:
+                    _exp_coefficients(lams[g], s, co_tmp[g])
+                    co_idx[g] = 2
+            else:
+                last[g] = True
+                co_idx[g] = 0
+        if active == 0:
+            break
+        for g in range(L):
+            need[g] = phase[g] == _PHASE_STEPPING
+        for s in range(4):
+            for g in range(L):
+                if phase[g] != _PHASE_STEPPING:
+                    continue
+                co = co_h[g] if co_idx[g] == 0 else (co_fine[g] if co_idx[g] == 1 else co_tmp[g])
+                if s == 0:
+                    _stage_one(Z[g], grad[g], theta[g], nblk, co)
+                elif s == 1:
+                    _stage_two(Z[g], grad[g], theta[g], nblk, co)
+                elif s == 2:
+                    _stage_three(Z[g], grad[g], theta[g], nblk, co)
+                else:
+                    _stage_four(Z[g], grad[g], theta[g], nblk, co)
+            _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid, loss, need, buf)
+        for g in range(L):
+            if phase[g] != _PHASE_STEPPING:
+                continue
+            co = co_h[g] if co_idx[g] == 0 else (co_fine[g] if co_idx[g] == 1 else co_tmp[g])
+            flags, bad = _stage_final(Z[g], grad[g], nblk, co)
+            diverged = _exp_finish(Z[g], theta[g], nblk, flags, bad, tpiece[g], vnew_p[g], vnew_m[g], roots,
+                                   I[g], F[g], C[g], LOG_T[g], LOG_C[g], LOG_S[g], co[C_H])
+            if diverged:
+                if tiled[g]:
+                    Z[g] = saved[g]
+                    _begin_step(Z[g], theta[g], nblk)
+                inside[g] = False
+                codes[g] = DIVERGED
+                phase[g] = _PHASE_STOPPED
+                active -= 1
+                continue
+            if last[g]:
+                inside[g] = False
+                step[g] += 1
+            else:
+                inside[g] = True
+                tpiece[g] = tpiece[g] + spiece[g]
+    for g in range(L):
+        if live[g]:
+            _store_work(Z[g], F[g], I[g])
+            C[g, STEPS_DONE] = step[g]
+
+
+@njit(**PARALLEL_JIT_OPTIONS)
+def _exp_flow_sweep_chunk(Xs, XTs, ys, Hs, bs, group_rep, mode, lams, hs, tols, n_fines, m_fines, totals, live,
+                          F, I, C, LOG_T, LOG_C, LOG_S, codes, n_steps):
+    """Advance every group of ``LANES`` exponential lanes by at most ``n_steps`` grid steps, groups in
+    parallel (the arguments of :func:`.flow_sweep._flow_sweep_chunk`)."""
+    ngroups = group_rep.shape[0]
+    for q in prange(ngroups):
+        r = group_rep[q]
+        lo = q * LANES
+        hi = lo + LANES
+        _exp_flow_group(Xs[r], XTs[r], ys[r], Hs[r], bs[r], mode, lams[lo:hi], hs[lo:hi], tols[lo:hi],
+                        n_fines[lo:hi], m_fines[lo:hi], totals[lo:hi], live[lo:hi], F[lo:hi], I[lo:hi], C[lo:hi],
+                        LOG_T[lo:hi], LOG_C[lo:hi], LOG_S[lo:hi], codes[lo:hi], n_steps)
