@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import warnings
 
 import numpy as np
 
@@ -406,8 +407,10 @@ def _theory_lines(result):
     if not hasattr(result, "prediction"):
         return []
     try:
-        pred = result.prediction()
-    except ValueError as exc:  # e.g. a zero in Δ∞, or y outside range(X)
+        with warnings.catch_warnings():  # a run that is not converged: said on the line itself
+            warnings.simplefilter("ignore", RuntimeWarning)
+            pred = result.prediction()
+    except ValueError as exc:  # e.g. a zero in Δ∞, y outside range(X), a diverged run
         return [f"theory      : not available ({exc})"]
     return [f"theory      : prediction gap (Theorem 1/2) {pred.prediction_gap:.3e}; "
             f"normalized distance to GF(Delta_inf) {pred.normalized_distance:.3e}"
