@@ -17,7 +17,7 @@ TOL = 1e-5
 #: The paper's setting: 15 inputs in R², teacher width 5, student width 20.
 SPEC = {"generator": "teacher_student", "n": 15, "d": 2, "teacher_width": 5, "student_width": 20, "n_test": 1000}
 SETTINGS = {"tiny": {"gammas": "3e-2:3e-1:3:log", "betas": "0:0.9:3", "steps": 5_000},
-            "quick": {"gammas": "1e-2:3e-1:8:log", "betas": "0:0.9:8", "steps": 50_000},
+            "quick": {"gammas": "1e-2:3e-1:8:log", "betas": "0:0.9:8", "steps": 200_000},
             "full": {"gammas": "1e-2:3e-1:20:log", "betas": "0:0.9:20", "steps": 200_000}}
 
 
