@@ -283,7 +283,7 @@ def _net_step(
     X, y, widths, w_off, b_off, relu, gamma, beta, tol, rng_state, perm, batch_size, replace,
     cur, prev, new, off_n, acts, deltas, wt, grad, Xb, yb, batch,
 ):
-    """One heavy-ball update of a network run: ``new`` = :math:`w_{k+1}` from ``cur`` = :math:`w_k`, ``prev`` = :math:`w_{k-1}`.
+    """One heavy-ball update: ``new`` = :math:`w_{k+1}` from ``cur`` = :math:`w_k` and ``prev`` = :math:`w_{k-1}`.
 
     The one definition of a step, shared by the single run (:func:`_net_advance`) and the sweep
     lanes (:func:`.network_sweep._net_sweep_chunk`), so that every sweep point is the single run

@@ -50,6 +50,11 @@ class NetworkLockstep:
         chunk and their point fields (:func:`dlnmomentum.runs.network.point_fields`); the caller may
         stop between chunks (the points still running are then dropped).
         """
+        for finished, results in self.run_wave_results(points):
+            yield finished, [point_fields(r) for r in results]
+
+    def run_wave_results(self, points):
+        """As :meth:`run_wave`, with each point's whole :class:`~dlnmomentum.runs.network.NetworkResult`."""
         plan = self.plan
         runs = [plan.run_of(p) for p in points]
         reps = [int(np.unravel_index(p, plan.shape)[0]) for p in points]
@@ -80,7 +85,7 @@ class NetworkLockstep:
             if finished.size:
                 ended[finished] = True
                 yield ([points[i] for i in finished],
-                       [self._fields(runs[i], PARAMS[i], PREV[i], RNG[i], STEPS[i], STATUS[i], total)
+                       [self._result(runs[i], PARAMS[i], PREV[i], RNG[i], STEPS[i], STATUS[i], total)
                         for i in finished])
             if lanes.size == 0:
                 return
@@ -97,12 +102,12 @@ class NetworkLockstep:
                 self.ns_per_run_step = elapsed / run_steps * 1e9
 
     @staticmethod
-    def _fields(run, params, prev, rng, steps, status, total):
-        """The point fields of a lane: its state put back into its single run, finished as the driver does."""
+    def _result(run, params, prev, rng, steps, status, total):
+        """The result of a lane: its state put back into its single run, finished as the driver finishes it."""
         run.params[:] = params
         run.params_prev[:] = prev
         run.rng_state[:] = rng
         run.counters[0] = steps
         code = Status(int(status)) if status != Status.RUNNING else Status.MAX_STEPS
         assert code != Status.MAX_STEPS or steps >= total
-        return point_fields(run.finish(code))
+        return run.finish(code)
