@@ -278,7 +278,7 @@ def _net_workspace(widths, n, n_test, d, n_params, batch_size):
     return off_n, off_t, acts, deltas, wt, grad, Xb, yb, batch, new
 
 
-@njit(**JIT_OPTIONS)
+@njit(inline="always", **JIT_OPTIONS)  # inlined into both callers: no call, no reference counting per step
 def _net_step(
     X, y, widths, w_off, b_off, relu, gamma, beta, tol, rng_state, perm, batch_size, replace,
     cur, prev, new, off_n, acts, deltas, wt, grad, Xb, yb, batch,
