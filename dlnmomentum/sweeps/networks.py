@@ -158,10 +158,10 @@ def execute(plan, path, threads=None, wave_size=None, log=None):
     interrupted = False
     written = 0
     previous_threads = numba.get_num_threads()
-    numba.set_num_threads(nthreads)
-    engine = NetworkLockstep(plan)
     with deferred_signals() as flag:
         try:
+            numba.set_num_threads(nthreads)  # restored below (the setting is per calling thread)
+            engine = NetworkLockstep(plan)
             for start in range(0, len(pending), size):
                 for finished, results in engine.run_wave(pending[start:start + size]):
                     index = np.unravel_index(np.asarray(finished), plan.shape)
