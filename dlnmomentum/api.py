@@ -379,7 +379,9 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
     r"""MGD/SMGD on a network problem over a (β, γ) grid, for ``reps`` data sets.
 
     Every point is ``mgd(problem_r, γ, β, steps=steps, batch_size=batch_size, replace=replace,
-    seed=seed + r, tol=tol)`` bit for bit (points run one by one in a thread pool).
+    seed=seed + r, tol=tol)`` bit for bit: the points of a wave advance together, one compiled call per
+    chunk of ~0.25 s, in parallel over points (:mod:`dlnmomentum.sweeps.network_lockstep`), each with the
+    single run's own update.
 
     Parameters
     ----------
@@ -394,15 +396,19 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
     reps, seed, tol, batch_size, replace
         As in :func:`sweep` and :func:`mgd` (``tol``: stop at train loss ``<= tol``).
     store : path, optional
-        An HDF5 network sweep store (:mod:`dlnmomentum.store.network_sweep`), written after each wave.
+        An HDF5 network sweep store (:mod:`dlnmomentum.store.network_sweep`); points are written as
+        they end (after the chunk in which they end).
     resume, overwrite : bool
         Continue an existing store with the same configuration / replace it.
     threads : int, optional
-        Points run at once (default: the CPU count).
+        Numba threads, i.e. points advanced at once (default and at most: Numba's thread count, the
+        CPU count unless ``NUMBA_NUM_THREADS`` says otherwise).
     wave_size : int, optional
-        Points per wave (default ``4·threads``); the store is written and Ctrl-C checked after each.
+        Points advanced together (default: every pending point, up to 64 MiB of per-point state, at
+        least ``4·threads``); Ctrl-C/SIGTERM are checked after every chunk (an interrupted wave keeps
+        the points that ended; the others run again on resume).
     log : callable, optional
-        Called with a line of text after every wave.
+        Called with a line of text after every chunk in which points ended.
 
     Returns
     -------

@@ -253,6 +253,64 @@ def _heavy_ball(cur, prev, grad, gamma, beta, new):
 
 
 @njit(**JIT_OPTIONS)
+def _net_workspace(widths, n, n_test, d, n_params, batch_size):
+    """The scratch arrays of :func:`_net_step` for ``n`` train and ``n_test`` test rows.
+
+    Returns ``(off_n, off_t, acts, deltas, wt, grad, Xb, yb, batch, new)``: activation offsets of the
+    train and test sets, activations and deltas, one transposed weight matrix, the gradient, the batch
+    rows and indices, and the buffer of the next iterate.
+    """
+    full = batch_size == 0
+    nb = n if full else batch_size
+    _, size, largest = _workspace_size(widths, max(n, n_test))
+    acts = np.zeros(max(size, 1))
+    deltas = np.zeros(max(size, 1))
+    wt = np.zeros(max(largest, 1))
+    grad = np.zeros(n_params)
+    Xb = np.zeros((nb, d))
+    yb = np.zeros(nb)
+    batch = np.empty(max(batch_size, 1), dtype=np.int64)
+    new = np.empty(n_params)
+    off_n = np.zeros(widths.shape[0], dtype=np.int64)
+    _activation_offsets(widths, n, off_n)
+    off_t = np.zeros(widths.shape[0], dtype=np.int64)
+    _activation_offsets(widths, n_test, off_t)
+    return off_n, off_t, acts, deltas, wt, grad, Xb, yb, batch, new
+
+
+@njit(inline="always", **JIT_OPTIONS)  # inlined into both callers: no call, no reference counting per step
+def _net_step(
+    X, y, widths, w_off, b_off, relu, gamma, beta, tol, rng_state, perm, batch_size, replace,
+    cur, prev, new, off_n, acts, deltas, wt, grad, Xb, yb, batch,
+):
+    """One heavy-ball update: ``new`` = :math:`w_{k+1}` from ``cur`` = :math:`w_k` and ``prev`` = :math:`w_{k-1}`.
+
+    The one definition of a step, shared by the single run (:func:`_net_advance`) and the sweep
+    lanes (:func:`.network_sweep._net_sweep_chunk`), so that every sweep point is the single run
+    bit for bit. Returns ``CONVERGED`` (full train loss of ``cur`` ``<= tol``, checked before the
+    update; ``tol < 0`` disables it), ``DIVERGED`` (the update left ``(-OVERFLOW, OVERFLOW)``;
+    ``new`` is then not an iterate) or ``RUNNING`` (``new`` holds :math:`w_{k+1}`).
+    """
+    if batch_size == 0:
+        loss = _loss_grad(cur, widths, w_off, b_off, relu, X, y, off_n, acts, deltas, wt, grad)
+        if tol >= 0.0 and loss <= tol:
+            return CONVERGED
+    else:
+        if tol >= 0.0 and _loss(cur, widths, w_off, b_off, relu, X, y, off_n, acts) <= tol:
+            return CONVERGED
+        _draw_batch(rng_state, perm, batch[:batch_size], replace)
+        for q in range(batch_size):
+            r = batch[q]
+            for j in range(X.shape[1]):
+                Xb[q, j] = X[r, j]
+            yb[q] = y[r]
+        _loss_grad(cur, widths, w_off, b_off, relu, Xb, yb, off_n, acts, deltas, wt, grad)
+    if not _heavy_ball(cur, prev, grad, gamma, beta, new):
+        return DIVERGED
+    return RUNNING
+
+
+@njit(**JIT_OPTIONS)
 def _net_advance(
     X, y, X_test, y_test, widths, w_off, b_off, relu,
     gamma, beta, tol,
@@ -268,32 +326,19 @@ def _net_advance(
     The state after ``s`` updates is recorded (step, train and test loss, and the parameters
     when ``rec_params`` has columns) into row ``record_cursor[0] - record_offset`` when
     ``s == record_steps[record_cursor[0]]``. ``tol < 0`` disables the convergence test.
+    Each update is :func:`_net_step`.
     Returns ``RUNNING``, ``CONVERGED`` or ``DIVERGED`` (see the module docstring).
     """
-    n = X.shape[0]
     n_params = params.shape[0]
-    full = batch_size == 0
-    nb = n if full else batch_size
-    offsets, size, largest = _workspace_size(widths, max(n, X_test.shape[0]))
-    acts = np.zeros(max(size, 1))
-    deltas = np.zeros(max(size, 1))
-    wt = np.zeros(max(largest, 1))
-    grad = np.zeros(n_params)
-    Xb = np.zeros((nb, X.shape[1]))
-    yb = np.zeros(nb)
-    batch = np.empty(max(batch_size, 1), dtype=np.int64)
+    off_n, off_t, acts, deltas, wt, grad, Xb, yb, batch, new = _net_workspace(
+        widths, X.shape[0], X_test.shape[0], X.shape[1], n_params, batch_size)
     cur = params.copy()
     prev = params_prev.copy()
-    new = np.empty(n_params)
     n_record = record_steps.shape[0]
     step = counters[0]
     stop = step + n_steps
     status = RUNNING
     record_params = rec_params.shape[1] > 0
-    off_n = np.zeros(widths.shape[0], dtype=np.int64)
-    _activation_offsets(widths, n, off_n)
-    off_t = np.zeros(widths.shape[0], dtype=np.int64)
-    _activation_offsets(widths, X_test.shape[0], off_t)
 
     while True:
         rc = record_cursor[0]
@@ -308,25 +353,9 @@ def _net_advance(
             record_cursor[0] = rc + 1
         if step >= stop:
             break
-        if full:
-            loss = _loss_grad(cur, widths, w_off, b_off, relu, X, y, off_n, acts, deltas, wt, grad)
-            if tol >= 0.0 and loss <= tol:
-                status = CONVERGED
-                break
-        else:
-            if tol >= 0.0 and _loss(cur, widths, w_off, b_off, relu, X, y, off_n, acts) <= tol:
-                status = CONVERGED
-                break
-            _draw_batch(rng_state, perm, batch[:batch_size], replace)
-            for q in range(batch_size):
-                r = batch[q]
-                for j in range(X.shape[1]):
-                    Xb[q, j] = X[r, j]
-                yb[q] = y[r]
-            _loss_grad(cur, widths, w_off, b_off, relu, Xb, yb, off_n, acts, deltas, wt, grad)
-        ok = _heavy_ball(cur, prev, grad, gamma, beta, new)
-        if not ok:
-            status = DIVERGED
+        status = _net_step(X, y, widths, w_off, b_off, relu, gamma, beta, tol, rng_state, perm, batch_size,
+                           replace, cur, prev, new, off_n, acts, deltas, wt, grad, Xb, yb, batch)
+        if status != RUNNING:
             break
         step += 1
         # Rotate buffers instead of copying: prev <- current <- new <- old prev.

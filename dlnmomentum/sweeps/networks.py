@@ -1,30 +1,31 @@
 """Sweeps of MGD/SMGD on network problems over (γ, β) grids: :func:`networks_sweep`
 (the user function is :func:`dlnmomentum.networks_sweep`).
 
-The engine is deliberately simple: every point is the single run
-(:func:`dlnmomentum.runs.network.prepare_network`, driven by :func:`dlnmomentum.driver.drive`),
-so a point equals ``dm.mgd(problem, γ, β, ...)`` bit for bit by construction; points run in a
-thread pool (the kernels release the GIL), in waves after which the store is written and
-Ctrl-C/SIGTERM are checked. An interrupted sweep keeps its finished waves and resumes with only
-the missing points. The result is the same labelled :class:`~dlnmomentum.Sweep` as
+Every point is the single run (:func:`dlnmomentum.runs.network.prepare_network`): the engine
+(:mod:`.network_lockstep`) advances the points of a wave together, one compiled call per chunk in
+parallel over points, each with the single run's own step and state, so a point equals
+``dm.mgd(problem, γ, β, ...)`` bit for bit. Between chunks the points that ended are written to the
+store and Ctrl-C/SIGTERM are checked. An interrupted sweep keeps its finished points and resumes
+with only the missing ones. The result is the same labelled :class:`~dlnmomentum.Sweep` as
 :func:`dlnmomentum.sweep`'s, with dims ``(rep, beta, gamma)`` and the fields of
 :data:`dlnmomentum.runs.network.POINT_FIELDS`.
 """
 
 import hashlib
 import os
-from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 
-from ..driver import deferred_signals, drive
+from ..driver import deferred_signals
 from ..networks import NetworkProblem, deep_linear, teacher_student
-from ..runs.network import POINT_FIELDS, point_fields, prepare_network
+from ..runs.network import POINT_FIELDS, prepare_network
 from ..runs.network import make_config as make_run_config
 from ..store import network_sweep as store
 from ..store.files import StoreError, StoreExistsError, to_jsonable
 from ..validate import as_int
 from .grid import as_grid
+from .network_lockstep import NetworkLockstep, default_wave_size
 from .result import Sweep
 
 #: Problem generators a spec may name: rep ``r`` is ``generator(**spec, seed=seed + r)``.
@@ -130,14 +131,19 @@ class NetworkPlan:
         return out
 
 
-def _run_point(plan, point):
-    run = plan.run_of(point)
-    status, _ = drive(run, collect=False)
-    return point_fields(run.finish(status))
+def _threads(threads, pending):
+    """Numba threads for the sweep kernel: ``threads`` (default: all), at most Numba's pool and the points."""
+    threads = as_int("threads", threads, low=1, allow_none=True) or numba.config.NUMBA_NUM_THREADS
+    return max(1, min(threads, numba.config.NUMBA_NUM_THREADS, max(pending, 1)))
 
 
 def execute(plan, path, threads=None, wave_size=None, log=None):
-    """Run the pending points of ``plan`` (all, or those not done in the store at ``path``)."""
+    """Run the pending points of ``plan`` (all, or those not done in the store at ``path``).
+
+    Waves of ``wave_size`` points (default :func:`.network_lockstep.default_wave_size`) run on the
+    lockstep engine with ``threads`` Numba threads; after every chunk the points that ended are
+    written to the store and Ctrl-C/SIGTERM are checked (an interrupted wave drops its running points).
+    """
     data = plan.empty_data()
     done = np.zeros(plan.shape, dtype=bool)
     session = 1
@@ -147,30 +153,37 @@ def execute(plan, path, threads=None, wave_size=None, log=None):
         done = sdone
         session = store.start_session(path)
     pending = np.flatnonzero(~done.ravel()).tolist()
-    nthreads = max(1, min(as_int("threads", threads, low=1, allow_none=True) or os.cpu_count() or 1,
-                          max(len(pending), 1)))
-    size = as_int("wave_size", wave_size, low=1, allow_none=True) or 4 * nthreads
+    nthreads = _threads(threads, len(pending))
+    size = as_int("wave_size", wave_size, low=1, allow_none=True) or default_wave_size(plan, nthreads)
     interrupted = False
-    with ThreadPoolExecutor(max_workers=nthreads) as pool, deferred_signals() as flag:
+    written = 0
+    previous_threads = numba.get_num_threads()
+    with deferred_signals() as flag:
         try:
+            numba.set_num_threads(nthreads)  # restored below (the setting is per calling thread)
+            engine = NetworkLockstep(plan)
             for start in range(0, len(pending), size):
-                wave = pending[start:start + size]
-                results = list(pool.map(lambda p: _run_point(plan, p), wave))
-                index = np.unravel_index(np.asarray(wave), plan.shape)
-                values = {name: np.asarray([r[name] for r in results], dtype=dtype)
-                          for name, (dtype, _) in POINT_FIELDS.items()}
-                for name, v in values.items():
-                    data[name][index] = v
-                done[index] = True
-                if path is not None:
-                    store.write_points(path, index, values, session)
-                if log is not None:
-                    log(f"wrote {start + len(wave)}/{len(pending)} pending points ({int(done.sum())}/{done.size} done)")
+                for finished, results in engine.run_wave(pending[start:start + size]):
+                    index = np.unravel_index(np.asarray(finished), plan.shape)
+                    values = {name: np.asarray([r[name] for r in results], dtype=dtype)
+                              for name, (dtype, _) in POINT_FIELDS.items()}
+                    for name, v in values.items():
+                        data[name][index] = v
+                    done[index] = True
+                    written += len(finished)
+                    if path is not None:
+                        store.write_points(path, index, values, session)
+                    if log is not None:
+                        log(f"wrote {written}/{len(pending)} pending points ({int(done.sum())}/{done.size} done)")
+                    if flag["signum"] is not None:
+                        break
                 if flag["signum"] is not None:
                     interrupted = True
                     break
         except KeyboardInterrupt:
             interrupted = True
+        finally:
+            numba.set_num_threads(previous_threads)
     return data, done, interrupted
 
 
