@@ -101,7 +101,7 @@ def register(subparsers):
     p.add_argument("--store", default=None, help="HDF5 file for the run or the sweep")
     p.add_argument("--resume", action="store_true", help="continue the sweep in --store")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store")
-    p.add_argument("--log", action="store_true", help="a line on stderr after every written wave")
+    p.add_argument("--log", action="store_true", help="a line on stderr whenever finished points are written")
     p.add_argument("--json", action="store_true", help="print one run's result as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("problem")
