@@ -201,19 +201,21 @@ def gf(problem, *, t_max, h=None, alpha=0.01, u0=None, v0=None, tol=None, record
 
 def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=None, v0=None, u1=None,
                  v1=None, tol=None, record=None, progress=None, gradient="auto", refine_start="auto",
-                 max_crossings=DEFAULT_MAX_CROSSINGS, store=None, overwrite=False, checkpoint_every=60.0):
+                 max_crossings=DEFAULT_MAX_CROSSINGS, store=None, overwrite=False, checkpoint_every=60.0,
+                 scheme="auto"):
     r"""The MGF(λ) run that MGD(γ, β) discretises (Proposition 1), up to the time of MGD step ``steps``.
 
     λ = γ/(1-β)², ε = γ/(1-β), ``t_max = steps·ε`` (:func:`mgd_time`); the initial velocity is
     :math:`(w_1 - w_0)/\sqrt{\lambda\gamma}` with ``(u1, v1)`` the second MGD point (default
     ``w_1 = w_0``, as in :func:`dlnmomentum.mgd`, hence zero velocity). The grid step is
     ``ε/substeps`` (default: the smallest whole number of substeps giving a step below
-    :func:`default_step`), so MGD step ``k`` is grid step ``k·substeps``; ``record`` is
-    given in MGD steps.
+    :func:`default_step` of the scheme), so MGD step ``k`` is grid step ``k·substeps``; ``record`` is
+    given in MGD steps. ``scheme`` as in :func:`mgf` (``"auto"``: the exponential RK4 where λ is small
+    against the problem's time scale).
     """
     run = prepare_mgf_from_mgd(problem, gamma, beta, steps=steps, substeps=substeps, alpha=alpha, u0=u0, v0=v0,
                                u1=u1, v1=v1, tol=tol, record=record, gradient=gradient,
-                               refine_start=refine_start, max_crossings=max_crossings)
+                               refine_start=refine_start, max_crossings=max_crossings, scheme=scheme)
     return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
 
 

@@ -453,3 +453,16 @@ def test_cli_flow_scheme(capsys):
     assert json.loads(capsys.readouterr().out)["complete"]
     assert main(["sweep", "--lams", "0,0.5", "--t-max", "2", "--scheme", "exp-rk4", *small]) == 2
     assert "lam = 0" in capsys.readouterr().err
+
+
+def test_mgf_from_mgd_takes_a_scheme():
+    """mgf_from_mgd(scheme=...): the exponential scheme gives the same flow as RK4 (to 1e-10) with the grid its own
+    step allows, and the scheme used is recorded."""
+    problem = dm.sparse_regression(n=20, d=30, s=5, seed=0)
+    exp = dm.mgf_from_mgd(problem, 1e-4, 0.0, steps=5000, scheme="exp-rk4")
+    rk4 = dm.mgf_from_mgd(problem, 1e-4, 0.0, steps=5000, scheme="rk4")
+    assert exp.config.scheme == "exp-rk4" and rk4.config.scheme == "rk4"
+    assert exp.config.n_steps < rk4.config.n_steps  # RK4 needs h < 0.7 lambda = 0.7 eps: substeps
+    scale = np.abs(rk4.theta).max()
+    assert np.abs(exp.theta - rk4.theta).max() <= 1e-10 * scale
+    assert dm.mgf_from_mgd(problem, 1e-4, 0.0, steps=10).config.scheme == "exp-rk4"  # auto

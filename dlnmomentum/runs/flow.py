@@ -509,10 +509,11 @@ def mgd_time(step, gamma, beta):
 
 def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=None, v0=None, u1=None,
                          v1=None, tol=None, record=None, gradient="auto", refine_start="auto",
-                         max_crossings=DEFAULT_MAX_CROSSINGS):
+                         max_crossings=DEFAULT_MAX_CROSSINGS, scheme="auto"):
     """Validate the arguments of :func:`dlnmomentum.mgf_from_mgd` (Proposition 1; see there) and build its run.
 
-    λ = γ/(1-β)², grid step ε/``substeps`` with ε = γ/(1-β), initial velocity (w₁ - w₀)/√(λγ).
+    λ = γ/(1-β)², grid step ε/``substeps`` with ε = γ/(1-β), initial velocity (w₁ - w₀)/√(λγ); the
+    default ``substeps`` follow the default step of the scheme used (:func:`~.stepping.choose_scheme`).
     """
     gamma = as_float("gamma", gamma, low=0.0, low_open=True)
     beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
@@ -536,15 +537,16 @@ def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.
         if not (np.all(np.isfinite(u_dot0)) and np.all(np.isfinite(v_dot0))):
             raise ValueError(f"gamma must be large enough that the initial velocity (w1 - w0)/sqrt(lambda*gamma) "
                              f"is finite: {given} and sqrt(lambda*gamma) = {scale:.3g}")
+    kappa = stiffness_estimate(problem, u0, v0)
+    scheme = choose_scheme(scheme, lam, kappa)
     if substeps is None:
-        kappa = stiffness_estimate(problem, u0, v0)
-        ratio = eps / default_step(lam, kappa) * (1.0 - 1e-12)
+        ratio = eps / default_step(lam, kappa, scheme) * (1.0 - 1e-12)
         substeps = max(1, math.ceil(ratio)) if ratio <= MAX_STEPS else ratio  # (refused just below)
     substeps = as_int("substeps", substeps, low=1, high=MAX_STEPS // steps)
     try:
         run = prepare_flow(problem, lam, t_max=steps * eps, h=eps / substeps, u0=u0, v0=v0, u_dot0=u_dot0,
                            v_dot0=v_dot0, tol=tol, gradient=gradient, refine_start=refine_start,
-                           max_crossings=max_crossings)
+                           max_crossings=max_crossings, scheme=scheme)
     except ValueError as exc:  # the flow's own parameters are this function's gamma, beta, steps, substeps
         raise ValueError(f"{given} and eps = gamma/(1-beta) = {eps:.4g}, for which: {exc}") from exc
     if run.config.n_steps != steps * substeps:  # t_max/h rounded the other way: force the exact grid
