@@ -337,7 +337,11 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
                 diff = config_differences(stored, config)
                 if diff:
                     raise StoreError(f"sweep store {path} was created with a different configuration "
-                                     f"(differs in {', '.join(diff)}); use another store or overwrite=True")
+                                     f"(differs in {', '.join(diff)}); use another store or overwrite=True"
+                                     + ("; its flows ran with scheme "
+                                        f"{stored.get('scheme', 'rk4')!r} (stores before 0.4.0: 'rk4'): pass that "
+                                        "scheme, or dlnmomentum.resume_sweep(path), to continue it"
+                                        if diff == ["scheme"] else ""))
             else:
                 raise StoreExistsError(f"sweep store {path} exists; pass resume=True to continue it or "
                                        "overwrite=True to replace it")

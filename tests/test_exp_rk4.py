@@ -466,3 +466,12 @@ def test_mgf_from_mgd_takes_a_scheme():
     scale = np.abs(rk4.theta).max()
     assert np.abs(exp.theta - rk4.theta).max() <= 1e-10 * scale
     assert dm.mgf_from_mgd(problem, 1e-4, 0.0, steps=10).config.scheme == "exp-rk4"  # auto
+
+
+def test_resuming_a_sweep_with_another_scheme_says_how_to_continue(tmp_path):
+    path = str(tmp_path / "line.h5")
+    spec = dict(n=10, d=12, s=2)
+    dm.sweep(spec, lams=[0.001, 0.1], t_max=5, store=path, scheme="rk4", progress=False)
+    with pytest.raises(dm.StoreError, match="differs in scheme.*scheme 'rk4'.*resume_sweep"):
+        dm.sweep(spec, lams=[0.001, 0.1], t_max=5, store=path, resume=True, progress=False)
+    assert dm.sweep(spec, lams=[0.001, 0.1], t_max=5, store=path, resume=True, scheme="rk4").complete
