@@ -48,7 +48,7 @@ def finding_a(folder):
 
 def finding_b(folder):
     with _open(folder, "lambda-collapse") as h5:
-        size, summary = common.read_attrs(h5)[1], common.read_attrs(h5)[3]
+        _, size, _, summary = common.read_attrs(h5)
         print(f"(b) lambda-collapse.h5 [{size}]: within-bin spread of log10 (smaller: the map collapses the grid)")
         for field, s in summary["spread"].items():
             print(f"  {field}: by lambda {s['lam']:.3f}, by lambda_central {s['lam_central']:.3f}"
@@ -62,7 +62,7 @@ def finding_b(folder):
 
 def finding_c(folder):
     with _open(folder, "mgf-lambda") as h5:
-        size, summary = common.read_attrs(h5)[1], common.read_attrs(h5)[3]
+        _, size, _, summary = common.read_attrs(h5)
         print(f"(c) mgf-lambda.h5 [{size}]: relative error of the small-lambda formulas for ||Delta_inf||_2")
         for lam, e in summary.get("small_lambda_relative_error", {}).items():
             print(f"  lambda = {lam}: appendix Delta0 exp(-2 lam G) {e['appendix']:+.1%}, main text "

@@ -8,6 +8,7 @@ from ..problem import sparse_regression
 from ..record import Record
 from ..status import Status
 from ..store.files import json_text, to_jsonable
+from ..sweeps.grid import parse_grid
 
 #: Exit codes of ``dlnm`` (also listed by ``dlnm --help``).
 EXIT_OK = 0           # finished: converged or used its budget; a sweep complete; a command done
@@ -58,6 +59,18 @@ def parse_int(text):
     if not value.is_integer():
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
     return int(value)
+
+
+def grid_option(option):
+    """The argparse type of a grid option: parse_grid's message (naming the option), not "invalid value"."""
+    def parse(text):
+        try:
+            return parse_grid(text, option)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = option
+    return parse
 
 
 def add_record_arguments(parser, every_type, every_help):

@@ -6,8 +6,16 @@ import sys
 
 from ..api import mgd, networks_sweep, resume_sweep
 from ..networks import deep_linear, teacher_student
-from ..sweeps.grid import parse_grid
-from .common import EXIT_INTERRUPTED, EXIT_OK, add_record_arguments, parse_int, print_result, progress_wanted
+from .common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    add_record_arguments,
+    grid_option,
+    parse_int,
+    print_result,
+    progress_wanted,
+    record_from_args,
+)
 
 ARCHITECTURES = ("teacher-student", "deep-linear")
 
@@ -44,15 +52,9 @@ def _cmd_network(args):
         raise ValueError("dlnm network needs --gamma and --beta (one run) or --gammas and --betas (a sweep)")
     problem = _problem(args)
     result = mgd(problem, args.gamma, args.beta, steps=args.steps, batch_size=args.batch_size, replace=args.replace,
-                 seed=args.seed, tol=args.tol, record=_record(args), progress=progress_wanted(args),
+                 seed=args.seed, tol=args.tol, record=record_from_args(args), progress=progress_wanted(args),
                  store=args.store, overwrite=args.overwrite)
     return print_result(result, args, problem)
-
-
-def _record(args):
-    from .common import record_from_args
-
-    return record_from_args(args)
 
 
 def _log(args):
@@ -71,13 +73,6 @@ def _finish_sweep(sw, args):
     return EXIT_OK
 
 
-def _grid(option):
-    def parse(text):
-        return parse_grid(text, option)
-
-    return parse
-
-
 def register(subparsers):
     """Add ``dlnm network``."""
     p = subparsers.add_parser(
@@ -89,8 +84,8 @@ def register(subparsers):
     p.add_argument("architecture", choices=ARCHITECTURES)
     p.add_argument("--gamma", type=float, default=None, help="step size of one run")
     p.add_argument("--beta", type=float, default=None, help="momentum of one run, in [0, 1)")
-    p.add_argument("--gammas", type=_grid("--gammas"), default=None, help="step sizes of a sweep")
-    p.add_argument("--betas", type=_grid("--betas"), default=None, help="momenta of a sweep")
+    p.add_argument("--gammas", type=grid_option("--gammas"), default=None, help="step sizes of a sweep")
+    p.add_argument("--betas", type=grid_option("--betas"), default=None, help="momenta of a sweep")
     p.add_argument("--steps", type=parse_int, default=1000, help="updates per run (default 1000), e.g. 2e5")
     p.add_argument("--reps", type=int, default=1, help="data replications of a sweep (default 1)")
     p.add_argument("--tol", type=float, default=None, help="stop a run when its train loss is <= tol")

@@ -8,12 +8,12 @@ import numba
 
 from ..api import resume_sweep, sweep
 from ..sweeps.distributed import connect
-from ..sweeps.grid import parse_grid
 from ..validate import as_int
 from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     add_problem_arguments,
+    grid_option,
     parse_int,
     print_json,
     problem_from_args,
@@ -76,18 +76,6 @@ def _run(args, log, progress, client):
     return EXIT_OK
 
 
-def _grid(option):
-    """The argparse type of a grid option: parse_grid's message (naming the option), not "invalid value"."""
-    def parse(text):
-        try:
-            return parse_grid(text, option)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parse.__name__ = option
-    return parse
-
-
 def _pairs(text):
     """``--pairs 'g/b,g/b'``: a list of (gamma, beta); a malformed entry is named."""
     out = []
@@ -116,9 +104,9 @@ def register(subparsers):
                     "Grids: 'start:stop:num' (linear), 'start:stop:num:log' (geometric) or 'a,b,c'. "
                     "Example: dlnm sweep --gammas 1e-3:1e-1:20:log --betas 0:0.95:20 --steps 1e6 --reps 5 "
                     "--store f.h5")
-    p.add_argument("--gammas", type=_grid("--gammas"), default=None, help="step sizes gamma")
-    p.add_argument("--betas", type=_grid("--betas"), default=None, help="momenta beta in [0, 1)")
-    p.add_argument("--lams", type=_grid("--lams"), default=None,
+    p.add_argument("--gammas", type=grid_option("--gammas"), default=None, help="step sizes gamma")
+    p.add_argument("--betas", type=grid_option("--betas"), default=None, help="momenta beta in [0, 1)")
+    p.add_argument("--lams", type=grid_option("--lams"), default=None,
                    help="lambda values of a flow sweep (0 = gradient flow); with --betas and --steps: MGD on "
                    "constant-lambda lines, gamma = lambda (1-beta)^2")
     p.add_argument("--pairs", type=_pairs, default=None,

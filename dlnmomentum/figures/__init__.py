@@ -15,7 +15,7 @@ Diagonal linear networks (``dlnm figure NAME``, ``dlnm reproduce``; :data:`FIGUR
 ``deep-linear``     Figure 6: a deep linear network over (γ, β), losses after 1000 epochs
 ==================  =================================================================================
 
-A figure module has ``NAME``, ``TITLE``, ``SIZES``, ``compute(h5, size, log, [parts])`` (writes
+A figure module has ``NAME``, ``TITLE``, ``SIZES``, ``FIGSIZE`` (inches), ``compute(h5, size, log, [parts])`` (writes
 everything into the open store, returns the summary of its claims) and ``plot(h5, fig)`` (draws from
 the store only). :mod:`.networks` holds the λ measure of the network figures and their earlier functions.
 """
@@ -42,10 +42,6 @@ from . import (
 #: The figure modules by name, in the order of ``dlnm reproduce``.
 FIGURES = {m.NAME: m for m in (quadratic, mgf_lambda, mgd_grid, mgd_vs_mgf, mgf_triple, data_mean,
                                lambda_collapse, crossings, teacher_student, deep_linear)}
-#: Figure sizes (inches) by name; default 5 per panel.
-_FIGSIZE = {"quadratic": (15.0, 4.8), "mgf-lambda": (7.5, 5.0), "mgd-grid": (17.0, 5.0), "mgd-vs-mgf": (12.0, 5.0),
-            "mgf-triple": (18.0, 4.8), "data-mean": (16.0, 8.0), "lambda-collapse": (12.0, 9.5),
-            "crossings": (12.0, 5.0), "teacher-student": (7.0, 5.5), "deep-linear": (13.0, 5.0)}
 
 
 def figure_module(name):
@@ -87,7 +83,7 @@ def plot_store(path, out=None):
     with h5py.File(path, "r") as h5:
         name, size, setting, _ = common.read_attrs(h5)
         module = figure_module(name)
-        fig = plt.figure(figsize=_FIGSIZE.get(name, (10.0, 5.0)), constrained_layout=True)
+        fig = plt.figure(figsize=getattr(module, "FIGSIZE", (10.0, 5.0)), constrained_layout=True)
         try:
             module.plot(h5, fig)
             if setting:  # (a module without a setting function titles its figure itself: quadratic)

@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 
 from ..api import sweep
-from ..status import Status
+from ..runs.points import converged
 from ..store.files import attr_str, to_jsonable
 from ..sweeps.result import Sweep, status_counts
 
@@ -117,11 +117,8 @@ def status_line(sw):
 
 
 def converged_mask(sw, tol):
-    """Points whose run reached train loss ``tol``: status ``converged``, or a final train loss ``<= tol``."""
-    status = np.asarray(sw.data["status"])
-    loss = np.asarray(sw.data["train_loss"], dtype=float)
-    with np.errstate(invalid="ignore"):
-        return sw.done & ((status == Status.CONVERGED) | (loss <= tol))
+    """Points done whose run reached train loss ``tol`` (:func:`dlnmomentum.runs.points.converged`)."""
+    return sw.done & converged(sw.data["status"], sw.data["train_loss"], tol)
 
 
 def summarize(sweeps, tol):
@@ -232,6 +229,16 @@ def lambda_levels(ax, gammas, betas, color="white"):
     levels = 10.0 ** np.arange(np.floor(np.log10(lam.min())), np.ceil(np.log10(lam.max())) + 0.5, 0.5)
     cs = ax.contour(G, B, lam, levels=levels, colors=color, linewidths=0.7, norm=mcolors.LogNorm())
     ax.clabel(cs, fmt=lambda v: f"λ={v:.2g}", fontsize=6)
+
+
+def heatmap(ax, gammas, betas, z, label):
+    """``z`` over the (γ, β) grid (NaN blank) with its colour bar and the λ level lines; log γ axis."""
+    mesh = ax.pcolormesh(gammas, betas, np.ma.masked_invalid(z), shading="nearest", cmap="viridis")
+    ax.figure.colorbar(mesh, ax=ax, label=label)
+    lambda_levels(ax, gammas, betas)
+    ax.set_xscale("log")
+    ax.set_xlabel("step size γ")
+    ax.set_ylabel("momentum β")
 
 
 def save(fig, out_dir, name):

@@ -14,6 +14,7 @@ from .common import converged_mask, get_sweep, put_sweep, summarize
 NAME = "crossings"
 TITLE = "Sign changes: the distance to the Δ∞-only prediction and |θ̃0|"
 SIZES = designs.SETTINGS.keys()
+FIGSIZE = (12.0, 5.0)
 PAPER_BOUND = 0.01
 
 

@@ -16,6 +16,7 @@ from .common import converged_mask, get_sweep, mean_over_reps, put_sweep, summar
 NAME = "data-mean"
 TITLE = "Figure 9: the data mean μ, MGF(λ) and MGD against λ"
 SIZES = designs.SETTINGS.keys()
+FIGSIZE = (16.0, 8.0)
 
 
 def compute(h5, size, log=print, parts="parts"):

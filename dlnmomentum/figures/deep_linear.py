@@ -6,12 +6,13 @@ level lines; points where a replication diverged are blank and counted. The λ m
 import numpy as np
 
 from ..status import Status
-from .common import get_sweep, lambda_levels, mean_over_reps, put_sweep, run_sweep, summarize
+from .common import get_sweep, heatmap, mean_over_reps, put_sweep, run_sweep, summarize
 from .networks import lambda_spread
 
 NAME = "deep-linear"
 TITLE = "Figure 6: deep linear network, train and test loss after 1000 epochs over (γ, β)"
 SIZES = ("tiny", "quick", "full")
+FIGSIZE = (13.0, 5.0)
 WIDTHS = (30, 60, 120, 60, 1)
 SETTINGS = {"tiny": {"gammas": "1e-3:5e-2:3:log", "betas": "0:0.9:3", "steps": 100, "reps": 1,
                      "widths": (30, 20, 1)},
@@ -44,12 +45,7 @@ def plot(h5, fig):
         ax = fig.add_subplot(1, 2, k + 1)
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(ok, np.log10(mean_over_reps(sw, name)), np.nan)
-        mesh = ax.pcolormesh(gammas, betas, np.ma.masked_invalid(z), shading="nearest", cmap="viridis")
-        fig.colorbar(mesh, ax=ax, label=f"log₁₀ {name.replace('_', ' ')}")
-        lambda_levels(ax, gammas, betas)
-        ax.set_xscale("log")
-        ax.set_xlabel("step size γ")
-        ax.set_ylabel("momentum β")
+        heatmap(ax, gammas, betas, z, f"log₁₀ {name.replace('_', ' ')}")
         ax.set_title(f"{name.replace('_', ' ')}; blank: a replication diverged ({int((~ok).sum())} points)",
                      fontsize=8)
 

@@ -16,6 +16,7 @@ from .common import converged_mask, get_sweep, mean_over_reps, put, put_sweep, s
 NAME = "lambda-collapse"
 TITLE = "λ collapse: MGD grid points against λ and λ_central, MGF(λ) on top"
 SIZES = designs.SETTINGS.keys()
+FIGSIZE = (12.0, 9.5)
 FIELDS = ("test_loss", "delta_inf_norm")
 BINS = 12
 

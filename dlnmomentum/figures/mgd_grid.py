@@ -8,11 +8,12 @@ reach the fit tolerance are crossed.
 import numpy as np
 
 from . import designs
-from .common import converged_mask, get_sweep, lambda_levels, mark_points, mean_over_reps, put_sweep, summarize
+from .common import converged_mask, get_sweep, heatmap, mark_points, mean_over_reps, put_sweep, summarize
 
 NAME = "mgd-grid"
 TITLE = "Figure 4: MGD at convergence over (β, γ)"
 SIZES = designs.SETTINGS.keys()
+FIGSIZE = (17.0, 5.0)
 
 
 def corollary3(sw):
@@ -48,15 +49,10 @@ def plot(h5, fig):
         z = mean_over_reps(sw, field)
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.log10(z) if log else z
-        mesh = ax.pcolormesh(gammas, betas, np.ma.masked_invalid(z), shading="nearest", cmap="viridis")
-        fig.colorbar(mesh, ax=ax, label=label)
-        lambda_levels(ax, gammas, betas)
+        heatmap(ax, gammas, betas, z, label)
         mark_points(ax, G, B, no_cross, "no sign change", marker="o", color="white")
         mark_points(ax, G, B, bad, f"not at train loss ≤ {designs.FIT_TOL:g}", marker="x", color="red")
-        ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("step size γ")
-        ax.set_ylabel("momentum β")
         ax.set_title(label, fontsize=8)
         if k == 0:
             ax.legend(fontsize=6, loc="lower left")

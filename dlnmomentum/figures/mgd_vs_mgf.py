@@ -14,6 +14,7 @@ from .common import converged_mask, get_sweep, mean_over_reps, put_sweep, summar
 NAME = "mgd-vs-mgf"
 TITLE = "Figure 7: MGD(λ(1-β)², β) against MGF(λ)"
 SIZES = designs.SETTINGS.keys()
+FIGSIZE = (12.0, 5.0)
 
 
 def relative_gaps(lines, line, field):

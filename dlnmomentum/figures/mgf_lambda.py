@@ -17,6 +17,7 @@ from .common import converged_mask, mark_points, mean_over_reps, put, put_sweep,
 NAME = "mgf-lambda"
 TITLE = "Figure 3: MGF(λ) at convergence, test loss and ‖Δ∞‖₂ against λ"
 SIZES = designs.SETTINGS.keys()
+FIGSIZE = (7.5, 5.0)
 
 
 def small_lambda_curves(size, lams):

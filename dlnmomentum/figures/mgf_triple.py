@@ -14,6 +14,7 @@ from .mgf_lambda import no_crossing_band
 NAME = "mgf-triple"
 TITLE = "Figure 8: MGF(λ) on μ = 1 data, with the distance to θ_GF(Δ∞)"
 SIZES = designs.SETTINGS.keys()
+FIGSIZE = (18.0, 4.8)
 PANELS = (("test_loss", "test loss", True), ("delta_inf_norm", "‖Δ∞‖₂", True), ("l1_norm", "‖θ‖₁", False),
           ("normalized_distance", "‖θ - θ_GF(Δ∞)‖/‖θ_GF(Δ∞)‖", True))
 

@@ -7,12 +7,13 @@ the spread of log test loss along λ level lines against the spread across them)
 import numpy as np
 
 from ..status import Status
-from .common import get_sweep, lambda_levels, put_sweep, run_sweep, summarize
+from .common import get_sweep, heatmap, put_sweep, run_sweep, summarize
 from .networks import lambda_spread
 
 NAME = "teacher-student"
 TITLE = "Figure 2: teacher-student ReLU network, test loss at train loss 1e-5 over (γ, β)"
 SIZES = ("tiny", "quick", "full")
+FIGSIZE = (7.0, 5.5)
 TOL = 1e-5
 #: The paper's setting: 15 inputs in R², teacher width 5, student width 20.
 SPEC = {"generator": "teacher_student", "n": 15, "d": 2, "teacher_width": 5, "student_width": 20, "n_test": 1000}
@@ -39,12 +40,7 @@ def plot(h5, fig):
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(converged, np.log10(np.asarray(sw.data["test_loss"])[0]), np.nan)
     ax = fig.add_subplot(1, 1, 1)
-    mesh = ax.pcolormesh(gammas, betas, np.ma.masked_invalid(z), shading="nearest", cmap="viridis")
-    fig.colorbar(mesh, ax=ax, label="log₁₀ test loss")
-    lambda_levels(ax, gammas, betas)
-    ax.set_xscale("log")
-    ax.set_xlabel("step size γ")
-    ax.set_ylabel("momentum β")
+    heatmap(ax, gammas, betas, z, "log₁₀ test loss")
     ax.set_title(f"blank: never reached train loss {TOL:g} ({int((~converged).sum())} of {converged.size})",
                  fontsize=8)
 

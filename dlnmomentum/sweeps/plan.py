@@ -243,10 +243,9 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
         else:
             gammas, betas = _as_pairs(pairs)
             g_all = gammas
-        gammas_checked = g_all
         steps = as_int("steps", steps, low=0)
         replace = bool(replace)
-        c = make_mgd_config(example, gammas_checked[0], betas[0], steps, batch_size, replace, 0, tol, gradient)
+        c = make_mgd_config(example, g_all[0], betas[0], steps, batch_size, replace, 0, tol, gradient)
         if problem is not None and reps > 1 and c.batch_size is None:
             raise ValueError("reps > 1 with a fixed Problem and full-batch MGD would repeat identical runs; "
                              "pass a spec (dict of sparse_regression arguments) to vary the data, or a "
