@@ -31,7 +31,7 @@ def problems():
 
 #: (steps of the kernel run, steps of the NumPy / torch loops, sweep steps, sweep gammas)
 SETTINGS = {"teacher_student": (200_000, 20_000, 20_000, (1e-3, 1e-1)),
-            "deep_linear": (2_000, 300, 100, (1e-4, 1e-2))}
+            "deep_linear": (20_000, 300, 1_000, (1e-4, 1e-2))}
 GAMMA, BETA = {"teacher_student": 0.05, "deep_linear": 0.005}, 0.8
 
 

@@ -222,3 +222,40 @@ def _mv_tile(typingctx, A, st, r0, K, vb, vs, ob, os):
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+@intrinsic
+def _rows_partial8(typingctx, W, x, part):
+    """``part[j, k] = Σ_b W[j, LW·b + k]·x[LW·b + k]`` over the whole blocks b < cols // LW, for every row j.
+
+    Each partial sum starts at +0.0 and takes ``s = fma(W[j, i], x[i], s)`` for its columns i
+    in increasing order (one ``<LW x double>`` fused multiply-add per block): the first stage of
+    a dot product in a fixed order that vectorises (Numba's loop vectoriser cannot keep a sum
+    in a register without re-associating it). ``W`` (rows, cols), ``x`` (>= cols) and ``part``
+    (>= rows, LW) must be C-contiguous float64.
+    """
+    if not (_is_c_array(W, 2) and _is_c_array(x, 1) and _is_c_array(part, 2)):
+        return None
+    sig = types.void(W, x, part)
+
+    def codegen(context, builder, signature, args):
+        w_val, x_val, p_val = args
+        v = _VecOps(builder)
+        w_arr = context.make_array(signature.args[0])(context, builder, w_val)
+        rows, cols = cgutils.unpack_tuple(builder, w_arr.shape, 2)
+        xdata = _data_ptr(context, builder, signature.args[1], x_val)
+        p_arr = context.make_array(signature.args[2])(context, builder, p_val)
+        pcols = cgutils.unpack_tuple(builder, p_arr.shape, 2)[1]
+        blocks = builder.udiv(cols, _c64(LW))
+        acc = cgutils.alloca_once(builder, _VEC)
+        with cgutils.for_range(builder, rows) as rloop:
+            row = builder.gep(w_arr.data, [builder.mul(rloop.index, cols)])
+            builder.store(_vconst(0.0), acc)
+            with cgutils.for_range(builder, blocks) as bloop:
+                i = builder.mul(bloop.index, _c64(LW))
+                builder.store(v.fma(v.load(row, i), v.load(xdata, i), builder.load(acc)), acc)
+            v.store(builder.load(acc), p_arr.data, builder.mul(rloop.index, pcols))
+        return context.get_dummy_value()
+
+    return sig, codegen
+

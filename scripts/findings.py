@@ -1,10 +1,12 @@
 """Print the numbers of ``docs/findings.md`` from figure stores (reads the stores; computes nothing).
 
     dlnm reproduce --quick --out figures        # or --full; writes figures/<name>.h5
-    python scripts/findings.py figures [a|b|c]  # the three findings, from those stores
+    python scripts/findings.py figures [a|b|c|d]  # the four findings, from those stores
 
 (a) the distance to the Δ∞-only prediction after sign changes (``crossings.h5``), (b) λ against λ_central
-as the map from MGD to MGF (``lambda-collapse.h5``), (c) the small-λ formulas for Δ∞ (``mgf-lambda.h5``).
+as the map from MGD to MGF (``lambda-collapse.h5``), (c) the small-λ formulas for Δ∞ (``mgf-lambda.h5``),
+(d) what λ explains in the network figures, against γ/(1-β), γ and 1/(1-β) (``deep-linear.h5``,
+``teacher-student.h5``).
 """
 
 import os
@@ -69,12 +71,26 @@ def finding_c(folder):
                   f"Delta0^2 exp(-2 lam G) (Delta^2 on both sides) {e['main_text']:+.1%}")
 
 
+def finding_d(folder):
+    for name, fields in (("deep-linear", ("train_loss", "test_loss")), ("teacher-student", ("test_loss",))):
+        with _open(folder, name) as h5:
+            _, size, _, summary = common.read_attrs(h5)
+            print(f"(d) {name}.h5 [{size}]: share of the variance of log10 explained by the level lines of each "
+                  "combination (r2)")
+            spreads = summary["lambda_spread"]
+            for field in fields:
+                shares = summary["explained_share"][field]
+                spread = spreads[field] if field in spreads else spreads
+                print(f"  {field}: " + ", ".join(f"{k} {v:.2f}" for k, v in shares.items())
+                      + f"  ({spread['points']} points; std of log10 over them {spread['total']:.3g})")
+
+
 def main(argv):
     if not argv:
         sys.exit(__doc__)
-    folder, which = argv[0], (argv[1:] or ["a", "b", "c"])
+    folder, which = argv[0], (argv[1:] or ["a", "b", "c", "d"])
     for w in which:
-        {"a": finding_a, "b": finding_b, "c": finding_c}[w](folder)
+        {"a": finding_a, "b": finding_b, "c": finding_c, "d": finding_d}[w](folder)
     return 0
 
 

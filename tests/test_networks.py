@@ -37,11 +37,12 @@ def dl_paper():
     return dm.deep_linear(n_test=100, seed=0)
 
 
-def kernel_grad(problem, w, X=None, y=None):
+def kernel_grad(problem, w, X=None, y=None, product=True):
+    """The kernels' loss and gradient (``product=False``: backpropagation even for linear nets)."""
     widths, w_off, b_off = problem.layout
     g = np.zeros(problem.n_params)
     loss = KN._net_loss_grad(np.ascontiguousarray(w), widths, w_off, b_off, problem.relu,
-                             problem.X if X is None else X, problem.y if y is None else y, g)
+                             problem.X if X is None else X, problem.y if y is None else y, g, product)
     return loss, g
 
 
@@ -126,12 +127,12 @@ def test_teacher_student_targets_are_the_teacher_outputs():
 
 # -- gradients -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["ts", "dl"])
-def test_gradient_against_central_differences(name, request):
+@pytest.mark.parametrize("name, product", [("ts", True), ("dl", True), ("dl", False)])
+def test_gradient_against_central_differences(name, product, request):
     p = request.getfixturevalue(name)
     rng = np.random.default_rng(0)
     w = p.params0 + 0.1 * rng.standard_normal(p.n_params)
-    loss, g = kernel_grad(p, w)
+    loss, g = kernel_grad(p, w, product=product)
     assert loss == pytest.approx(np.sum((p.output(w) - p.y) ** 2) / (2 * p.n), rel=1e-13)
     h = 1e-6
     idx = rng.choice(p.n_params, size=min(p.n_params, 60), replace=False)
@@ -143,6 +144,62 @@ def test_gradient_against_central_differences(name, request):
     assert np.allclose(g[idx], fd, rtol=1e-5, atol=1e-8 * np.abs(g).max())
     _, g_np = np_loss_grad(p, w, p.X, p.y)
     assert rel_err(g, g_np) < 1e-13
+
+
+def linear_net(widths, biases=None, n=7, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, widths[0]))
+    y = rng.standard_normal(n)
+    biases = (False,) * (len(widths) - 1) if biases is None else biases
+    n_params = sum(a * b + (b if bias else 0) for a, b, bias in zip(widths[:-1], widths[1:], biases, strict=True))
+    return dm.NetworkProblem(X, y, None, None, widths, biases, "linear",
+                             rng.standard_normal(n_params) / np.sqrt(max(widths)))
+
+
+@pytest.mark.parametrize("widths", [(30, 60, 120, 60, 1), (3, 1), (5, 2, 1), (9, 17, 8, 1), (16, 1, 33, 1)])
+def test_product_form_equals_backpropagation(widths):
+    """Linear nets without biases use the end-to-end product form; it is the same gradient as backpropagation."""
+    p = linear_net(widths)
+    assert KN.is_product_net(p.relu, p.layout[2], p.layout[0])  # (what the kernels decide)
+    loss_bp, g_bp = kernel_grad(p, p.params0, product=False)
+    loss, g = kernel_grad(p, p.params0)
+    loss_np, g_np = np_loss_grad(p, p.params0, p.X, p.y)
+    assert abs(loss - loss_np) <= 1e-14 * loss_np and abs(loss_bp - loss_np) <= 1e-14 * loss_np
+    assert rel_err(g, g_bp) < 1e-13 and rel_err(g, g_np) < 1e-13
+    assert p.train_loss(p.params0) == pytest.approx(loss_np, rel=1e-14)
+
+
+def test_linear_nets_with_biases_backpropagate():
+    p = linear_net((6, 10, 1), biases=(True, False))
+    assert not KN.is_product_net(p.relu, p.layout[2], p.layout[0])
+    loss, g = kernel_grad(p, p.params0)
+    loss_np, g_np = np_loss_grad(p, p.params0, p.X, p.y)
+    assert loss == pytest.approx(loss_np, rel=1e-14) and rel_err(g, g_np) < 1e-13
+
+
+def exact_fma(a, b, c):
+    """a·b + c rounded once (exact rational arithmetic, then Python's correctly rounded conversion)."""
+    from fractions import Fraction
+
+    return float(Fraction(a) * Fraction(b) + Fraction(c))
+
+
+@pytest.mark.parametrize("cols", [1, 7, 8, 13, 60, 120])
+def test_rows_dot_follows_its_documented_order(cols):
+    """Eight partial sums s_k over the columns i = k (mod 8), fused multiply-adds in increasing i, then
+    ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)): bit for bit, from an exact reference."""
+    from dlnmomentum.kernels.linear_networks import _rows_dot
+
+    rng = np.random.default_rng(cols)
+    W = rng.standard_normal((6, cols)) * 10.0 ** rng.integers(-8, 8, size=(6, cols))
+    x = rng.standard_normal(cols)
+    out = np.zeros(6)
+    _rows_dot(W, x, out, np.zeros((6, 8)))
+    for j in range(6):
+        s = [0.0] * 8
+        for i in range(cols):
+            s[i % 8] = exact_fma(W[j, i], x[i], s[i % 8])
+        assert out[j] == ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 
 
 def test_relu_kink_convention():
@@ -168,7 +225,8 @@ def test_relu_kink_convention():
 
 # -- iterates against references -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, gamma, beta, steps", [("ts", 0.05, 0.9, 400), ("dl", 0.02, 0.8, 200)])
+@pytest.mark.parametrize("name, gamma, beta, steps", [("ts", 0.05, 0.9, 400), ("dl", 0.02, 0.8, 200),
+                                                      ("dl_paper", 0.005, 0.8, 300)])
 def test_mgd_matches_numpy_reference(name, gamma, beta, steps, request):
     p = request.getfixturevalue(name)
     res = dm.mgd(p, gamma, beta, steps=steps)
@@ -179,14 +237,38 @@ def test_mgd_matches_numpy_reference(name, gamma, beta, steps, request):
     assert res.lam == pytest.approx(gamma / (1 - beta) ** 2)
 
 
+@pytest.mark.parametrize("name, gamma, steps, B", [("ts", 0.05, 300, 4), ("dl", 0.01, 200, 6)])
 @pytest.mark.parametrize("replace", [False, True])
-def test_smgd_matches_numpy_reference_with_the_same_batches(ts, replace):
-    steps, B = 300, 4
-    res = dm.mgd(ts, 0.05, 0.8, steps=steps, batch_size=B, seed=5, replace=replace)
-    batches = dm.batch_indices(ts.n, B, steps, seed=5, replace=replace)
-    assert rel_err(res.params, np_heavy_ball(ts, 0.05, 0.8, steps, batches)) < 1e-12
-    assert not np.array_equal(res.params, dm.mgd(ts, 0.05, 0.8, steps=steps, batch_size=B, seed=6,
+def test_smgd_matches_numpy_reference_with_the_same_batches(name, gamma, steps, B, replace, request):
+    p = request.getfixturevalue(name)
+    res = dm.mgd(p, gamma, 0.8, steps=steps, batch_size=B, seed=5, replace=replace)
+    batches = dm.batch_indices(p.n, B, steps, seed=5, replace=replace)
+    assert rel_err(res.params, np_heavy_ball(p, gamma, 0.8, steps, batches)) < 1e-12
+    assert not np.array_equal(res.params, dm.mgd(p, gamma, 0.8, steps=steps, batch_size=B, seed=6,
                                                  replace=replace).params)
+    # with a convergence test the full train loss is checked first (no draw) and the same batches follow
+    assert np.array_equal(res.params, dm.mgd(p, gamma, 0.8, steps=steps, batch_size=B, seed=5, replace=replace,
+                                             tol=1e-30).params)
+
+
+def test_deep_linear_matches_torch_sgd(dl_paper):
+    torch = pytest.importorskip("torch")
+    gamma, beta, steps = 0.005, 0.8, 200
+    res = dm.mgd(dl_paper, gamma, beta, steps=steps)
+    layers = [torch.tensor(W.copy(), requires_grad=True) for W, _ in dl_paper.unflatten(dl_paper.params0)]
+    X = torch.tensor(dl_paper.X)
+    y = torch.tensor(dl_paper.y)
+    opt = torch.optim.SGD(layers, lr=gamma, momentum=beta, dampening=0)
+    for _ in range(steps):
+        opt.zero_grad()
+        out = X
+        for W in layers:
+            out = out @ W
+        loss = ((out[:, 0] - y) ** 2).sum() / (2 * dl_paper.n)
+        loss.backward()
+        opt.step()
+    ref = np.concatenate([W.detach().numpy().ravel() for W in layers])
+    assert rel_err(res.params, ref) < 1e-12
 
 
 def test_mgd_matches_torch_sgd(ts):
@@ -246,6 +328,14 @@ def test_chunking_and_recording_change_no_bit(ts, batch_size):
     assert np.array_equal(traj.extra["params"][3], dm.mgd(ts, 0.05, 0.9, **dict(kwargs, steps=k)).params)
     assert traj.train_loss[3] == ts.train_loss(traj.extra["params"][3])
     assert traj.test_loss[3] == ts.test_loss(traj.extra["params"][3])
+
+
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_deep_linear_divergence_is_a_status(dl, batch_size):
+    kwargs = dict(batch_size=batch_size, seed=1)
+    div = dm.mgd(dl, 5.0, 0.9, steps=5_000, **kwargs)
+    assert div.status == dm.Status.DIVERGED and np.all(np.isfinite(div.params)) and div.steps_done < 5_000
+    assert np.array_equal(div.params, dm.mgd(dl, 5.0, 0.9, steps=div.steps_done, **kwargs).params)
 
 
 def test_convergence_and_divergence_are_statuses(ts):
@@ -366,6 +456,33 @@ def test_lambda_spread_tells_lambda_from_gamma():
     by_gamma = lambda_spread(sweep_of(np.broadcast_to(gammas, lam.shape) ** 0.5), bins=30)
     assert by_lam["r2"] > 0.99 and by_lam["ratio"] < 0.1
     assert by_gamma["ratio"] > 3 * by_lam["ratio"] and by_gamma["r2"] < by_lam["r2"]
+
+
+def test_explained_shares_name_the_combination_that_governs():
+    """A field that depends on ε = γ/(1-β) only is explained by ε, and only partly by λ (the control)."""
+    from dlnmomentum.figures.networks import SPREAD_KEYS, explained_shares, lambda_spread
+
+    gammas, betas = np.geomspace(1e-3, 1e-1, 15), np.linspace(0.0, 0.9, 15)
+    G, B = np.meshgrid(gammas, betas)
+    coords = {"rep": np.arange(1), "beta": betas, "gamma": gammas}
+    data = {"lam": (G / (1 - B) ** 2)[None], "gamma": G[None], "beta": B[None]}
+
+    def shares(values):
+        sw = dm.Sweep(("rep", "beta", "gamma"), coords, dict(data, train_loss=values[None]),
+                      np.ones((1, 15, 15), dtype=bool), {})
+        return explained_shares(sw, "train_loss")
+
+    by_eps = shares((G / (1 - B)) ** -2)  # a loss that falls with the flow time ε of a step
+    assert set(by_eps) == set(SPREAD_KEYS)
+    assert by_eps["eps"] > 0.98 and by_eps["lam"] < by_eps["eps"] - 0.05 and by_eps["gamma"] < 0.9
+    by_lam = shares(np.sqrt(G / (1 - B) ** 2))
+    assert by_lam["lam"] > 0.98 and by_lam["eps"] < by_lam["lam"] - 0.05
+    # a sweep fresh from the engine has no gamma/beta fields: the coordinates are used
+    del data["gamma"], data["beta"]
+    assert shares(np.sqrt(G / (1 - B) ** 2)) == by_lam
+    with pytest.raises(ValueError, match="by must be one of"):
+        lambda_spread(dm.Sweep(("rep", "beta", "gamma"), coords, dict(data, train_loss=G[None]),
+                               np.ones((1, 15, 15), dtype=bool), {}), "train_loss", by="theta")
 
 
 def test_figures_write_store_and_png(tmp_path):

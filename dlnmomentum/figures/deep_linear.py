@@ -7,7 +7,7 @@ import numpy as np
 
 from ..status import Status
 from .common import get_sweep, heatmap, mean_over_reps, put_sweep, run_sweep, summarize
-from .networks import lambda_spread
+from .networks import explained_shares, lambda_spread
 
 NAME = "deep-linear"
 TITLE = "Figure 6: deep linear network, train and test loss after 1000 epochs over (γ, β)"
@@ -33,7 +33,9 @@ def compute(h5, size, log=print, parts="parts"):
     out = summarize({"network": sw}, np.inf)
     del out["network"]["reached_tol"]  # no target loss: every run trains for the same epochs
     out["lambda_spread"] = {name: lambda_spread(sw, name, mask=ok) for name in ("train_loss", "test_loss")}
+    out["explained_share"] = {name: explained_shares(sw, name, mask=ok) for name in ("train_loss", "test_loss")}
     log(f"  lambda spread: {out['lambda_spread']}")
+    log(f"  share of the variance explained by each combination: {out['explained_share']}")
     return out
 
 

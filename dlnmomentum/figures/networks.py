@@ -23,20 +23,45 @@ from ..api import networks_sweep
 from ..networks import teacher_student
 from ..status import Status
 
+#: The combinations of (γ, β) whose level lines :func:`lambda_spread` can follow: λ = γ/(1-β)² (the
+#: paper's claim) and the controls it is compared with, ε = γ/(1-β) (the MGF time of one step: after
+#: k steps MGD has run the flow for a time kε), γ alone and 1/(1-β) alone.
+SPREAD_KEYS = {"lam": "lambda = gamma/(1-beta)^2", "eps": "eps = gamma/(1-beta)", "gamma": "gamma",
+               "momentum": "1/(1-beta)"}
 
-def lambda_spread(sw, field="test_loss", bins=12, mask=None):
-    r"""How much of the variation of ``log10(field)`` over the (γ, β) grid λ explains.
+
+def _key_values(m, by):
+    if by not in SPREAD_KEYS:
+        raise ValueError(f"by must be one of {sorted(SPREAD_KEYS)}, got {by!r}")
+    if by == "lam":
+        return np.asarray(m["lam"], dtype=float)
+    gamma, beta = _grid(m, "gamma"), _grid(m, "beta")
+    return {"eps": gamma / (1.0 - beta), "gamma": gamma, "momentum": 1.0 / (1.0 - beta)}[by]
+
+
+def _grid(m, name):
+    """The field ``name`` (γ or β) on the sweep's grid: the stored field, or its coordinate broadcast."""
+    if name in m.data:
+        return np.asarray(m[name], dtype=float)
+    shape = [1] * len(m.dims)
+    shape[m.dims.index(name)] = -1
+    return np.broadcast_to(np.asarray(m.coords[name], dtype=float).reshape(shape), np.shape(m["lam"]))
+
+
+def lambda_spread(sw, field="test_loss", bins=12, mask=None, by="lam"):
+    r"""How much of the variation of ``log10(field)`` over the (γ, β) grid λ (or another combination) explains.
 
     Points (finite, positive, ``mask`` where given; averaged over ``rep`` first) are grouped by
     λ into ``bins`` equal bins of log λ — bands along the λ level lines. Returns a dict with
     ``along`` (pooled standard deviation of log10(field) inside the bands: spread along λ level
     lines), ``across`` (standard deviation of the band means: spread across them), ``total``,
     ``ratio = along/across`` (small: λ governs) and ``r2 = 1 - along²/total²`` (the share of
-    variance explained by λ), and the number of points used.
+    variance explained by λ), and the number of points used. ``by`` names another key of
+    :data:`SPREAD_KEYS` to bin by instead of λ (the controls of :func:`explained_shares`).
     """
     m = sw.mean("rep") if "rep" in sw.dims else sw
     vals = np.asarray(m[field], dtype=float)
-    lam = np.asarray(m["lam"], dtype=float)
+    lam = _key_values(m, by)
     keep = np.isfinite(vals) & (vals > 0) & np.isfinite(lam) & (lam > 0)
     if mask is not None:
         keep &= np.asarray(mask, dtype=bool)
@@ -61,6 +86,15 @@ def lambda_spread(sw, field="test_loss", bins=12, mask=None):
     return {"along": float(along), "across": float(across), "total": float(total),
             "ratio": float(along / across) if across > 0 else np.nan,
             "r2": float(1.0 - along**2 / total**2) if total > 0 else np.nan, "points": int(y.size)}
+
+
+def explained_shares(sw, field, mask=None):
+    """``{key: r2}``: the share of the variance of log10(field) that each key of :data:`SPREAD_KEYS` explains.
+
+    λ's share means little alone: a field that depends on γ/(1-β) (the time MGD has run after a fixed
+    number of steps) also varies along λ's level lines. The controls say whether λ explains more.
+    """
+    return {key: lambda_spread(sw, field, mask=mask, by=key)["r2"] for key in SPREAD_KEYS}
 
 
 def _heatmap(ax, sw2d, values, title, label):

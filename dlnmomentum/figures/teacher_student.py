@@ -8,7 +8,7 @@ import numpy as np
 
 from ..status import Status
 from .common import get_sweep, heatmap, put_sweep, run_sweep, summarize
-from .networks import lambda_spread
+from .networks import explained_shares, lambda_spread
 
 NAME = "teacher-student"
 TITLE = "Figure 2: teacher-student ReLU network, test loss at train loss 1e-5 over (γ, β)"
@@ -29,7 +29,9 @@ def compute(h5, size, log=print, parts="parts"):
     converged = np.asarray(sw.data["status"])[0] == Status.CONVERGED
     out = summarize({"network": sw}, TOL)
     out["lambda_spread"] = lambda_spread(sw, "test_loss", mask=converged)
+    out["explained_share"] = {"test_loss": explained_shares(sw, "test_loss", mask=converged)}
     log(f"  lambda spread of log10 test loss: {out['lambda_spread']}")
+    log(f"  share of its variance explained by each combination: {out['explained_share']['test_loss']}")
     return out
 
 

@@ -18,6 +18,7 @@ import numba
 import numpy as np
 
 from ..kernels import network_sweep as KNS
+from ..kernels import networks as KN
 from ..runs.network import point_fields
 from ..status import Status
 from .lockstep import CHUNK_SECONDS
@@ -40,8 +41,12 @@ class NetworkLockstep:
         self.plan = plan
         p = plan.problem_for(0)
         rows = plan.config["batch_size"] or p.n
-        # a first guess (refined after each chunk): ~0.25 ns per floating-point operation of a step
-        self.ns_per_run_step = 0.25 * (6.0 * rows * p.n_params + 4.0 * p.n_params) / max(1, numba.get_num_threads())
+        widths, _, b_off = p.layout
+        # a first guess (replaced by the measured rate after the first chunk): ~0.25 ns per
+        # floating-point operation of a step; backpropagation costs ~6 per parameter and sample, the
+        # product form of linear nets ~10 per parameter whatever the samples
+        flops = (10.0 if KN.is_product_net(p.relu, b_off, widths) else 6.0 * rows + 4.0) * p.n_params
+        self.ns_per_run_step = 0.25 * flops / max(1, numba.get_num_threads())
 
     def run_wave(self, points):
         """Advance the points (flat indices) of one wave to their ends, chunk by chunk.
@@ -98,7 +103,7 @@ class NetworkLockstep:
                                      n_steps, total)
             elapsed = time.perf_counter() - t0
             run_steps = int(STEPS[lanes].sum()) - before
-            if run_steps > 0 and elapsed > 0.01:
+            if run_steps > 0 and elapsed > 1e-3:  # (a chunk far shorter than planned must still correct the guess)
                 self.ns_per_run_step = elapsed / run_steps * 1e9
 
     @staticmethod
