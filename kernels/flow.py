@@ -70,8 +70,9 @@ Module size
 -----------
 This module is longer than the others because it is one unit: every function here
 addresses the same private block layout of the work array, and the stage passes,
-the crossing bookkeeping and the driver are read together (and against
-:mod:`.flow_sweep`, which calls them lane by lane) to check what a step does. What
+the crossing bookkeeping and the step are read together (and against the drivers
+:mod:`.flow_run` and :mod:`.flow_sweep`, which call them for a run and lane by lane) to check
+what a step does. What
 needs no layout lives elsewhere: the crossing search in :mod:`.crossings`, the
 gradients in :mod:`.mgd`, the shared modes, record layout and padding in :mod:`.layout`.
 """
@@ -86,10 +87,9 @@ from .layout import MODE_DATA, REC_DELTA, REC_THETA, REC_W_MINUS, REC_W_PLUS  # 
 from .mgd import (
     _axpy_columns,
     _gradient_data,
-    _half_mean_square_residual,
     _record_losses,
 )
-from .status import CONVERGED, DIVERGED, RUNNING  # the kernels' return codes; also read as kernels.flow.DIVERGED
+from .status import CONVERGED, DIVERGED, RUNNING  # noqa: F401 (the drivers' return codes, read as kernels.flow.DIVERGED)
 
 # -- classic RK4 Butcher tableau (module-level data, checked by the tests) --------------------------
 RK4_A = np.array([[0.0, 0.0, 0.0, 0.0],
@@ -382,26 +382,48 @@ def _mgf_final(Z, grad, nblk, inv_lam, hb, h):
             n_jm = y_jm + h * (Z[i + (_A + J_MINUS) * BLOCK] + hb * fm)
             n_kp = y_kp + h * (Z[i + (_A + K_PLUS) * BLOCK] + hb * dkp)
             n_km = y_km + h * (Z[i + (_A + K_MINUS) * BLOCK] + hb * dkm)
-            Z[i + (_N + W_PLUS) * BLOCK] = n_wp
-            Z[i + (_N + W_MINUS) * BLOCK] = n_wm
-            Z[i + (_N + V_PLUS) * BLOCK] = n_vp
-            Z[i + (_N + V_MINUS) * BLOCK] = n_vm
-            Z[i + (_N + J_PLUS) * BLOCK] = n_jp if okp else y_jp
-            Z[i + (_N + J_MINUS) * BLOCK] = n_jm if okm else y_jm
-            Z[i + (_N + K_PLUS) * BLOCK] = n_kp if okp else y_kp
-            Z[i + (_N + K_MINUS) * BLOCK] = n_km if okm else y_km
-            Z[i + (_N + P_INT) * BLOCK] = Z[i + (_Y + P_INT) * BLOCK] + h * (Z[i + (_A + P_INT) * BLOCK]
-                                                                            + hb * g)
-            Z[i + (_N + Q_INT) * BLOCK] = Z[i + (_Y + Q_INT) * BLOCK] + h * (Z[i + (_A + Q_INT) * BLOCK]
-                                                                            + hb * dq)
-            Z[i + (_N + G2_INT) * BLOCK] = Z[i + (_Y + G2_INT) * BLOCK] + h * (Z[i + (_A + G2_INT) * BLOCK]
-                                                                              + hb * (g * g))
-            flip = ((n_wp < 0.0) != (y_wp < 0.0)) | ((n_wm < 0.0) != (y_wm < 0.0))
-            turn = ((y_wp * y_vp < 0.0) & (n_wp * n_vp > 0.0)) | ((y_wm * y_vm < 0.0) & (n_wm * n_vm > 0.0))
-            flags += flip | turn
-            bad += not ((abs(n_wp) < OVERFLOW) & (abs(n_wm) < OVERFLOW)
-                        & (abs(n_vp) < OVERFLOW) & (abs(n_vm) < OVERFLOW))
+            n_p = Z[i + (_Y + P_INT) * BLOCK] + h * (Z[i + (_A + P_INT) * BLOCK] + hb * g)
+            n_q = Z[i + (_Y + Q_INT) * BLOCK] + h * (Z[i + (_A + Q_INT) * BLOCK] + hb * dq)
+            n_g2 = Z[i + (_Y + G2_INT) * BLOCK] + h * (Z[i + (_A + G2_INT) * BLOCK] + hb * (g * g))
+            flag, over = _put_new_point(Z, i, okp, okm, n_wp, n_wm, n_vp, n_vm, n_jp, n_jm, n_kp, n_km, n_p, n_q,
+                                        n_g2)
+            flags += flag
+            bad += over
     return flags, bad
+
+
+@njit(inline="always", **JIT_OPTIONS)  # inlined into both final stages: their loops still vectorise
+def _put_new_point(Z, i, okp, okm, n_wp, n_wm, n_vp, n_vm, n_jp, n_jm, n_kp, n_km, n_p, n_q, n_g2):
+    """Write the new MGF point N of work slot ``i`` (the last stage of either scheme: :func:`_mgf_final`,
+    :func:`.flow_exp._stage_final`); J± and K± of an invalid coordinate keep the values of Y.
+
+    Returns ``(flag, over)``: whether w± changed sign or turned (|w| decreasing at Y, increasing at
+    N: a possible pair of crossings), and whether a w or ẇ entry is outside (-OVERFLOW, OVERFLOW)
+    (NaN included).
+    """
+    y_wp = Z[i + (_Y + W_PLUS) * BLOCK]
+    y_wm = Z[i + (_Y + W_MINUS) * BLOCK]
+    y_vp = Z[i + (_Y + V_PLUS) * BLOCK]
+    y_vm = Z[i + (_Y + V_MINUS) * BLOCK]
+    y_jp = Z[i + (_Y + J_PLUS) * BLOCK]
+    y_jm = Z[i + (_Y + J_MINUS) * BLOCK]
+    y_kp = Z[i + (_Y + K_PLUS) * BLOCK]
+    y_km = Z[i + (_Y + K_MINUS) * BLOCK]
+    Z[i + (_N + W_PLUS) * BLOCK] = n_wp
+    Z[i + (_N + W_MINUS) * BLOCK] = n_wm
+    Z[i + (_N + V_PLUS) * BLOCK] = n_vp
+    Z[i + (_N + V_MINUS) * BLOCK] = n_vm
+    Z[i + (_N + J_PLUS) * BLOCK] = n_jp if okp else y_jp
+    Z[i + (_N + J_MINUS) * BLOCK] = n_jm if okm else y_jm
+    Z[i + (_N + K_PLUS) * BLOCK] = n_kp if okp else y_kp
+    Z[i + (_N + K_MINUS) * BLOCK] = n_km if okm else y_km
+    Z[i + (_N + P_INT) * BLOCK] = n_p
+    Z[i + (_N + Q_INT) * BLOCK] = n_q
+    Z[i + (_N + G2_INT) * BLOCK] = n_g2
+    flip = ((n_wp < 0.0) != (y_wp < 0.0)) | ((n_wm < 0.0) != (y_wm < 0.0))
+    turn = ((y_wp * y_vp < 0.0) & (n_wp * n_vp > 0.0)) | ((y_wm * y_vm < 0.0) & (n_wm * n_vm > 0.0))
+    over = not ((abs(n_wp) < OVERFLOW) & (abs(n_wm) < OVERFLOW) & (abs(n_vp) < OVERFLOW) & (abs(n_vm) < OVERFLOW))
+    return flip | turn, over
 
 
 @njit(**JIT_OPTIONS)
@@ -601,102 +623,3 @@ def _finish_step(X, XT, y, H, b, mode, gf, inv_lam, b3, hs, t0, Z, theta, grad, 
                         log_time, log_coord, log_sign, roots, not gf)
     _accept_step(Z, theta, nblk)
     return False
-
-
-@njit(**JIT_OPTIONS)
-def _flow_advance(
-    X, XT, y, H, b, X_test, y_test,
-    lam, h, mode, tol, n_fine, m_fine,
-    fstate, istate, counters, n_steps,
-    log_time, log_coord, log_sign,
-    record_steps, record_cursor, record_offset, rec_step, rec_vectors, rec_losses, rec_vp, rec_vm,
-):
-    """Advance one MGF(λ) (``lam > 0``) or gradient-flow (``lam == 0``) run by ``<= n_steps`` grid steps.
-
-    Parameters are the problem arrays zero-padded to ``dp`` columns (``dp`` a
-    multiple of ``PAD``; ``X`` (n, dp), ``XT`` (dp, n), ``H`` (dp, dp), ``b`` (dp,);
-    ``X_test`` unpadded), λ ≥ 0, the grid step ``h > 0``, the gradient ``mode``
-    (``MODE_HESSIAN``: ``Hθ - b``; ``MODE_DATA``: ``Xᵀ(Xθ - y)/n``), ``tol`` (``< 0``
-    disables the convergence test), the start refinement (grid steps number
-    ``0 .. n_fine-1`` are each made of ``m_fine`` RK4 steps of size ``h/m_fine``;
-    all later grid steps are one RK4 step of size ``h``), the run state (``fstate``,
-    ``istate``, ``counters``, the crossing log; unpadded ``d`` columns) and the
-    recording schedule: the state after ``s`` grid steps (time ``s·h``) is written
-    to row ``record_cursor[0] - record_offset`` of the ``rec_*`` buffers when
-    ``s == record_steps[record_cursor[0]]`` (velocities to ``rec_vp``/``rec_vm``).
-
-    For gradient flow the velocity rows are not integrated: they hold the vector
-    field ``∓∇L(θ)w±`` at the grid point.
-
-    Returns ``RUNNING`` (budget of this call used up), ``CONVERGED`` (train loss
-    ``<= tol`` at a grid point, checked before stepping) or ``DIVERGED`` (a step
-    would make w or ẇ non-finite or larger than ``OVERFLOW``; the state is left
-    at the last finite grid point).
-    """
-    n = X.shape[0]
-    d = fstate.shape[1]
-    dp = H.shape[0]
-    nblk = dp // BLOCK
-    gf = not (lam > 0.0)
-    inv_lam = 0.0 if gf else 1.0 / lam
-    Z = _load_work(fstate, istate, nblk)
-    saved = np.empty_like(Z)
-    theta = np.zeros(dp)
-    grad = np.zeros(dp)
-    resid = np.zeros(max(n, 1))
-    vnew_p = np.zeros(dp)
-    vnew_m = np.zeros(dp)
-    roots = np.zeros(6)
-    n_record = record_steps.shape[0]
-    step = counters[STEPS_DONE]
-    stop = step + n_steps
-    status = RUNNING
-    h_fine = h / m_fine
-
-    _begin_step(Z, theta, nblk)
-    while True:
-        loss = _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
-        if gf:
-            _gf_velocity(Z, grad, nblk)
-        cur = record_cursor[0]
-        if cur < n_record and record_steps[cur] == step:
-            _record_row(X, y, X_test, y_test, Z, vnew_p, step, cur - record_offset,
-                        rec_step, rec_vectors, rec_losses, rec_vp, rec_vm)
-            record_cursor[0] = cur + 1
-        if step >= stop:
-            break
-        if tol >= 0.0:
-            if mode != MODE_DATA:
-                for i in range(d):
-                    vnew_p[i] = theta[i]
-                loss = _half_mean_square_residual(X, y, vnew_p[:d])
-            if loss <= tol:
-                status = CONVERGED
-                break
-        if step >= n_fine or m_fine == 1:
-            diverged = _rk4_step(X, XT, y, H, b, mode, gf, inv_lam, h, step * h, Z, theta, grad, resid, d,
-                                 nblk, vnew_p, vnew_m, roots, istate, fstate, counters,
-                                 log_time, log_coord, log_sign)
-        else:
-            saved[:] = Z
-            diverged = False
-            for sub in range(m_fine):
-                if sub > 0:
-                    _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
-                    if gf:
-                        _gf_velocity(Z, grad, nblk)
-                diverged = _rk4_step(X, XT, y, H, b, mode, gf, inv_lam, h_fine, step * h + sub * h_fine, Z,
-                                     theta, grad, resid, d, nblk, vnew_p, vnew_m, roots, istate, fstate,
-                                     counters, log_time, log_coord, log_sign)
-                if diverged:
-                    Z[:] = saved
-                    _begin_step(Z, theta, nblk)
-                    break
-        if diverged:
-            status = DIVERGED
-            break
-        step += 1
-
-    _store_work(Z, fstate, istate)
-    counters[STEPS_DONE] = step
-    return status

@@ -73,26 +73,26 @@ convergence study).
 
 Grid, state, crossings, divergence
 ----------------------------------
-As :func:`.flow._flow_advance` (the same state rows, work array, crossing search
+As RK4 (the same state rows and work array of :mod:`.flow`, crossing search
 :func:`.flow._scan_crossings` with pairs, recording, convergence and divergence tests): only the
-step differs. :func:`_exp_flow_group` advances lockstep lanes of exponential runs (gradients of
-all lanes at once, :func:`.flow_sweep._lane_gradients`), each lane bitwise the single run.
+step differs. The drivers are those of either scheme: :func:`.flow_run._flow_advance` (single
+run) and :func:`.flow_sweep._flow_group` (lockstep lanes, each bitwise the single run), which
+take this module's pieces (:func:`_tiled`, :func:`_next_piece`) and steps.
 
 Module size
 -----------
 Longer than most modules because it is one unit: the coefficient vector, the five stage passes
 (which address the rows of :mod:`.flow`'s work array that the exponential step re-purposes for
-its stored stage gradients), the piece rule of the tiled start and the two drivers (single run
-and lockstep lanes, which must take the same pieces in the same order to agree bit for bit)
-are read together to check what a step does.
+its stored stage gradients) and the piece rule of the tiled start are read together to check
+what a step does.
 """
 
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from .config import JIT_OPTIONS, OVERFLOW, PARALLEL_JIT_OPTIONS
+from .config import JIT_OPTIONS
 from .flow import (
     _A,
     _N,
@@ -121,7 +121,6 @@ from .flow import (
     LAST_CROSS_PLUS,
     P_INT,
     Q_INT,
-    STEPS_DONE,
     V_MINUS,
     V_PLUS,
     W_MINUS,
@@ -130,15 +129,9 @@ from .flow import (
     _at,
     _begin_step,
     _gradient,
-    _load_work,
-    _record_row,
+    _put_new_point,
     _scan_crossings,
-    _store_work,
 )
-from .flow_sweep import LANES, _lane_gradients
-from .layout import MODE_DATA
-from .mgd import _half_mean_square_residual
-from .status import CONVERGED, DIVERGED, RUNNING
 
 #: Nodes of the five stages.
 EXP_C = np.array([0.0, 0.5, 0.5, 1.0, 0.5])
@@ -515,25 +508,13 @@ def _stage_final(Z, grad, nblk, co):
             n_jm = y_jm + h * (Z[i + (_A + J_MINUS) * BLOCK] + _B05 * fm)
             n_kp = ez * y_kp + (Z[i + (_A + K_PLUS) * BLOCK] + hw * fp)
             n_km = ez * y_km + (Z[i + (_A + K_MINUS) * BLOCK] + hw * fm)
-            Z[i + (_N + W_PLUS) * BLOCK] = n_wp
-            Z[i + (_N + W_MINUS) * BLOCK] = n_wm
-            Z[i + (_N + V_PLUS) * BLOCK] = n_vp
-            Z[i + (_N + V_MINUS) * BLOCK] = n_vm
-            Z[i + (_N + J_PLUS) * BLOCK] = n_jp if okp else y_jp
-            Z[i + (_N + J_MINUS) * BLOCK] = n_jm if okm else y_jm
-            Z[i + (_N + K_PLUS) * BLOCK] = n_kp if okp else y_kp
-            Z[i + (_N + K_MINUS) * BLOCK] = n_km if okm else y_km
-            Z[i + (_N + P_INT) * BLOCK] = Z[i + (_Y + P_INT) * BLOCK] + h * (Z[i + (_A + P_INT) * BLOCK]
-                                                                            + _B05 * g)
-            Z[i + (_N + Q_INT) * BLOCK] = ez * Z[i + (_Y + Q_INT) * BLOCK] + (Z[i + (_A + Q_INT) * BLOCK]
-                                                                             + hw * g)
-            Z[i + (_N + G2_INT) * BLOCK] = Z[i + (_Y + G2_INT) * BLOCK] + h * (Z[i + (_A + G2_INT) * BLOCK]
-                                                                              + _B05 * (g * g))
-            flip = ((n_wp < 0.0) != (y_wp < 0.0)) | ((n_wm < 0.0) != (y_wm < 0.0))
-            turn = ((y_wp * y_vp < 0.0) & (n_wp * n_vp > 0.0)) | ((y_wm * y_vm < 0.0) & (n_wm * n_vm > 0.0))
-            flags += flip | turn
-            bad += not ((abs(n_wp) < OVERFLOW) & (abs(n_wm) < OVERFLOW)
-                        & (abs(n_vp) < OVERFLOW) & (abs(n_vm) < OVERFLOW))
+            n_p = Z[i + (_Y + P_INT) * BLOCK] + h * (Z[i + (_A + P_INT) * BLOCK] + _B05 * g)
+            n_q = ez * Z[i + (_Y + Q_INT) * BLOCK] + (Z[i + (_A + Q_INT) * BLOCK] + hw * g)
+            n_g2 = Z[i + (_Y + G2_INT) * BLOCK] + h * (Z[i + (_A + G2_INT) * BLOCK] + _B05 * (g * g))
+            flag, over = _put_new_point(Z, i, okp, okm, n_wp, n_wm, n_vp, n_vm, n_jp, n_jm, n_kp, n_km, n_p, n_q,
+                                        n_g2)
+            flags += flag
+            bad += over
     return flags, bad
 
 
@@ -618,256 +599,3 @@ def _piece_coefficients(lam, s, co_h, co_fine, co_tmp):
         return co_fine
     _exp_coefficients(lam, s, co_tmp)
     return co_tmp
-
-
-@njit(**JIT_OPTIONS)
-def _exp_flow_advance(
-    X, XT, y, H, b, X_test, y_test,
-    lam, h, mode, tol, n_fine, m_fine,
-    fstate, istate, counters, n_steps,
-    log_time, log_coord, log_sign,
-    record_steps, record_cursor, record_offset, rec_step, rec_vectors, rec_losses, rec_vp, rec_vm,
-):
-    """Advance one MGF(λ) run (``lam > 0``) by ``<= n_steps`` grid steps with the exponential scheme.
-
-    The arguments, the state, the recording and the return codes are those of
-    :func:`.flow._flow_advance`; a tiled grid step (refined start, initial layer) is made of
-    the pieces of :func:`_next_piece`, and divergence inside it restores its start.
-    """
-    n = X.shape[0]
-    d = fstate.shape[1]
-    dp = H.shape[0]
-    nblk = dp // BLOCK
-    Z = _load_work(fstate, istate, nblk)
-    saved = np.empty_like(Z)
-    theta = np.zeros(dp)
-    grad = np.zeros(dp)
-    resid = np.zeros(max(n, 1))
-    vnew_p = np.zeros(dp)
-    vnew_m = np.zeros(dp)
-    roots = np.zeros(6)
-    co_h = np.empty(N_COEF)
-    co_fine = np.empty(N_COEF)
-    co_tmp = np.empty(N_COEF)
-    _exp_coefficients(lam, h, co_h)
-    _exp_coefficients(lam, h / m_fine, co_fine)
-    n_record = record_steps.shape[0]
-    step = counters[STEPS_DONE]
-    stop = step + n_steps
-    status = RUNNING
-
-    _begin_step(Z, theta, nblk)
-    while True:
-        loss = _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
-        cur = record_cursor[0]
-        if cur < n_record and record_steps[cur] == step:
-            _record_row(X, y, X_test, y_test, Z, vnew_p, step, cur - record_offset,
-                        rec_step, rec_vectors, rec_losses, rec_vp, rec_vm)
-            record_cursor[0] = cur + 1
-        if step >= stop:
-            break
-        if tol >= 0.0:
-            if mode != MODE_DATA:
-                for i in range(d):
-                    vnew_p[i] = theta[i]
-                loss = _half_mean_square_residual(X, y, vnew_p[:d])
-            if loss <= tol:
-                status = CONVERGED
-                break
-        if not _tiled(lam, h, n_fine, m_fine, step):
-            diverged = _exp_step(X, XT, y, H, b, mode, co_h, step * h, Z, theta, grad, resid, d, nblk,
-                                 vnew_p, vnew_m, roots, istate, fstate, counters, log_time, log_coord, log_sign)
-        else:
-            saved[:] = Z
-            diverged = False
-            t = step * h
-            first = True
-            while True:
-                if not first:
-                    _gradient(X, XT, y, H, b, mode, theta, d, resid, grad)
-                first = False
-                s, last = _next_piece(lam, h, n_fine, m_fine, step, t)
-                co = _piece_coefficients(lam, s, co_h, co_fine, co_tmp)
-                diverged = _exp_step(X, XT, y, H, b, mode, co, t, Z, theta, grad, resid, d, nblk,
-                                     vnew_p, vnew_m, roots, istate, fstate, counters, log_time, log_coord,
-                                     log_sign)
-                if diverged:
-                    Z[:] = saved
-                    _begin_step(Z, theta, nblk)
-                    break
-                if last:
-                    break
-                t = t + s
-        if diverged:
-            status = DIVERGED
-            break
-        step += 1
-
-    _store_work(Z, fstate, istate)
-    counters[STEPS_DONE] = step
-    return status
-
-
-# -- lockstep lanes (flow sweeps) ----------------------------------------------------------------
-
-_PHASE_STEPPING = 0
-_PHASE_STOPPED = 1
-
-
-@njit(**JIT_OPTIONS)
-def _exp_flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, live,
-                    F, I, C, LOG_T, LOG_C, LOG_S, codes, n_steps):
-    """Advance the exponential lanes of one group (``live[g]``) by at most ``n_steps`` grid steps each.
-
-    Lane g is the single-run call ``_exp_flow_advance(..., lams[g], hs[g], mode, tols[g],
-    n_fines[g], m_fines[g], F[g], I[g], C[g], min(n_steps, totals[g] - done), logs...)``
-    without recording, bit for bit (the same pieces, stage passes and gradients);
-    ``codes[g]`` receives its return code. One lockstep iteration is one piece of every
-    active lane; its five gradient evaluations are done for all lanes at once.
-    """
-    L = lams.shape[0]
-    n = y.shape[0]
-    d = F.shape[2]
-    dp = b.shape[0]
-    nblk = dp // BLOCK
-    Xu = X[:n]
-    XTu = XT[:dp]
-    Hu = H[:dp]
-    zlen = nblk * _NR * BLOCK
-    Z = np.zeros((L, zlen))
-    saved = np.zeros((L, zlen))
-    theta = np.zeros((L, dp))
-    grad = np.zeros((L, dp))
-    resid = np.zeros((L, max(n, 1)))
-    vnew_p = np.zeros((L, dp))
-    vnew_m = np.zeros((L, dp))
-    roots = np.zeros(6)
-    loss = np.zeros(L)
-    rows = max(H.shape[0], X.shape[0], XT.shape[0], dp, n)
-    buf = np.zeros(2 * rows * LANES)
-    need = np.zeros(L, dtype=np.bool_)
-    co_h = np.zeros((L, N_COEF))
-    co_fine = np.zeros((L, N_COEF))
-    co_tmp = np.zeros((L, N_COEF))
-    co_idx = np.zeros(L, dtype=np.int64)  # this piece: 0 co_h, 1 co_fine, 2 co_tmp
-    step = np.zeros(L, dtype=np.int64)
-    stop = np.zeros(L, dtype=np.int64)
-    inside = np.zeros(L, dtype=np.bool_)   # between the pieces of a tiled grid step
-    tiled = np.zeros(L, dtype=np.bool_)
-    last = np.zeros(L, dtype=np.bool_)
-    tpiece = np.zeros(L)
-    spiece = np.zeros(L)
-    phase = np.full(L, _PHASE_STOPPED, dtype=np.int64)
-    active = 0
-    for g in range(L):
-        if not live[g]:
-            continue
-        Z[g] = _load_work(F[g], I[g], nblk)
-        _exp_coefficients(lams[g], hs[g], co_h[g])
-        _exp_coefficients(lams[g], hs[g] / m_fines[g], co_fine[g])
-        step[g] = C[g, STEPS_DONE]
-        stop[g] = min(step[g] + n_steps, max(totals[g], step[g]))
-        codes[g] = RUNNING
-        phase[g] = _PHASE_STEPPING
-        active += 1
-        _begin_step(Z[g], theta[g], nblk)
-    while active > 0:
-        for g in range(L):
-            need[g] = phase[g] == _PHASE_STEPPING
-        _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid, loss, need, buf)
-        for g in range(L):
-            if phase[g] != _PHASE_STEPPING:
-                continue
-            if not inside[g]:  # at a grid point: its tests, then the first piece of the grid step
-                if step[g] >= stop[g]:
-                    phase[g] = _PHASE_STOPPED
-                    active -= 1
-                    continue
-                if tols[g] >= 0.0:
-                    lg = loss[g]
-                    if mode != MODE_DATA:
-                        for i in range(d):
-                            vnew_p[g, i] = theta[g, i]
-                        lg = _half_mean_square_residual(Xu, y, vnew_p[g, :d])
-                    if lg <= tols[g]:
-                        codes[g] = CONVERGED
-                        phase[g] = _PHASE_STOPPED
-                        active -= 1
-                        continue
-                tiled[g] = _tiled(lams[g], hs[g], n_fines[g], m_fines[g], step[g])
-                tpiece[g] = step[g] * hs[g]
-                if tiled[g]:
-                    saved[g] = Z[g]
-            if tiled[g]:
-                s, lst = _next_piece(lams[g], hs[g], n_fines[g], m_fines[g], step[g], tpiece[g])
-                spiece[g] = s
-                last[g] = lst
-                if s == co_h[g, C_H]:
-                    co_idx[g] = 0
-                elif s == co_fine[g, C_H]:
-                    co_idx[g] = 1
-                else:
-                    _exp_coefficients(lams[g], s, co_tmp[g])
-                    co_idx[g] = 2
-            else:
-                last[g] = True
-                co_idx[g] = 0
-        if active == 0:
-            break
-        for g in range(L):
-            need[g] = phase[g] == _PHASE_STEPPING
-        for s in range(4):
-            for g in range(L):
-                if phase[g] != _PHASE_STEPPING:
-                    continue
-                co = co_h[g] if co_idx[g] == 0 else (co_fine[g] if co_idx[g] == 1 else co_tmp[g])
-                if s == 0:
-                    _stage_one(Z[g], grad[g], theta[g], nblk, co)
-                elif s == 1:
-                    _stage_two(Z[g], grad[g], theta[g], nblk, co)
-                elif s == 2:
-                    _stage_three(Z[g], grad[g], theta[g], nblk, co)
-                else:
-                    _stage_four(Z[g], grad[g], theta[g], nblk, co)
-            _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid, loss, need, buf)
-        for g in range(L):
-            if phase[g] != _PHASE_STEPPING:
-                continue
-            co = co_h[g] if co_idx[g] == 0 else (co_fine[g] if co_idx[g] == 1 else co_tmp[g])
-            flags, bad = _stage_final(Z[g], grad[g], nblk, co)
-            diverged = _exp_finish(Z[g], theta[g], nblk, flags, bad, tpiece[g], vnew_p[g], vnew_m[g], roots,
-                                   I[g], F[g], C[g], LOG_T[g], LOG_C[g], LOG_S[g], co[C_H])
-            if diverged:
-                if tiled[g]:
-                    Z[g] = saved[g]
-                    _begin_step(Z[g], theta[g], nblk)
-                inside[g] = False
-                codes[g] = DIVERGED
-                phase[g] = _PHASE_STOPPED
-                active -= 1
-                continue
-            if last[g]:
-                inside[g] = False
-                step[g] += 1
-            else:
-                inside[g] = True
-                tpiece[g] = tpiece[g] + spiece[g]
-    for g in range(L):
-        if live[g]:
-            _store_work(Z[g], F[g], I[g])
-            C[g, STEPS_DONE] = step[g]
-
-
-@njit(**PARALLEL_JIT_OPTIONS)
-def _exp_flow_sweep_chunk(Xs, XTs, ys, Hs, bs, group_rep, mode, lams, hs, tols, n_fines, m_fines, totals, live,
-                          F, I, C, LOG_T, LOG_C, LOG_S, codes, n_steps):
-    """Advance every group of ``LANES`` exponential lanes by at most ``n_steps`` grid steps, groups in
-    parallel (the arguments of :func:`.flow_sweep._flow_sweep_chunk`)."""
-    ngroups = group_rep.shape[0]
-    for q in prange(ngroups):
-        r = group_rep[q]
-        lo = q * LANES
-        hi = lo + LANES
-        _exp_flow_group(Xs[r], XTs[r], ys[r], Hs[r], bs[r], mode, lams[lo:hi], hs[lo:hi], tols[lo:hi],
-                        n_fines[lo:hi], m_fines[lo:hi], totals[lo:hi], live[lo:hi], F[lo:hi], I[lo:hi], C[lo:hi],
-                        LOG_T[lo:hi], LOG_C[lo:hi], LOG_S[lo:hi], codes[lo:hi], n_steps)

@@ -1,10 +1,11 @@
-r"""Lockstep RK4: many MGF(λ) / gradient-flow runs on the same data, advanced stage by stage together.
+r"""Lockstep flows: many MGF(λ) / gradient-flow runs on the same data, advanced stage by stage together.
 
 What it computes
 ----------------
-Every *lane* is one run of :func:`dlnmomentum.kernels.flow._flow_advance` with its
+Every *lane* is one run of :func:`dlnmomentum.kernels.flow_run._flow_advance` with its
 own λ, grid step ``h``, start refinement ``(n_fine, m_fine)``, tolerance and
-length: the same RK4 stages, integrals, crossing search, convergence and
+length; the lanes of a group share a stepping scheme (RK4 or the exponential RK4 of
+:mod:`.flow_exp`). The same pieces, stages, integrals, crossing search, convergence and
 divergence tests, in the same order on the same operands, so every lane is
 **bitwise equal** to the single-run kernel (the test-suite checks this, crossings,
 divergence and convergence included). Lanes do not record trajectories (a sweep
@@ -12,8 +13,9 @@ keeps final states).
 
 How the lanes share the work
 ----------------------------
-One lockstep iteration is one RK4 step (of size ``h`` or ``h/m_fine``) of every
-active lane. Its four gradient evaluations are done for all lanes at once: the
+One lockstep iteration is one piece (one step of the scheme, of size ``h`` or smaller in a
+tiled grid step) of every active lane. Its gradient evaluations (four for RK4, five for the
+exponential scheme) are done for all lanes at once: the
 stage inputs θ of the ``LANES`` lanes are gathered lane-innermost and multiplied by
 ``H`` (or ``X`` and ``Xᵀ``) with the register-blocked product that the MGD sweep uses too
 (:func:`.vec_ir._mv_tile`: ``TILE x LW`` sums in registers, one broadcast of a
@@ -21,7 +23,7 @@ matrix element feeding all lanes, fused multiply-adds over the column in
 increasing order from +0.0, which is exactly the single run's ``_axpy_columns``).
 A single run's gradient is a chain of dependent multiply-adds along the column;
 across lanes these chains are independent, which is what the SIMD units and the
-out-of-order core need. The element-wise RK4 passes are the single-run functions
+out-of-order core need. The element-wise stage passes are the single-run functions
 applied to each lane's own work array (they already vectorise along the
 coordinates). A lane whose run has ended (converged, diverged, end of its grid or
 of the chunk's budget) is skipped; the others go on.
@@ -42,12 +44,24 @@ from .flow import (
     _gf_stage,
     _gf_velocity,
     _gradient,
-    _half_mean_square_residual,
     _load_work,
     _mgf_stage,
     _store_work,
 )
+from .flow_exp import (
+    C_H,
+    N_COEF,
+    _exp_coefficients,
+    _exp_finish,
+    _stage_final,
+    _stage_four,
+    _stage_one,
+    _stage_three,
+    _stage_two,
+)
+from .flow_run import SCHEME_EXP, piece, tiled_step
 from .layout import MODE_DATA, round_up
+from .mgd import _half_mean_square_residual
 from .status import CONVERGED, DIVERGED, RUNNING
 from .vec_ir import LW, TILE, _mv_tile
 
@@ -127,19 +141,24 @@ def _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid,
 
 
 @njit(**JIT_OPTIONS)
-def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, live,
+def _flow_group(scheme, X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, live,
                 F, I, C, LOG_T, LOG_C, LOG_S, codes, n_steps):
-    """Advance the lanes of one group (``live[g]``) by at most ``n_steps`` grid steps each, in place.
+    """Advance the lanes of one group (``live[g]``, all of one ``scheme``) by at most ``n_steps`` grid steps each.
 
-    Lane g is the single-run call ``_flow_advance(..., lams[g], hs[g], mode, tols[g],
+    Lane g is the single-run call ``_flow_advance(scheme, ..., lams[g], hs[g], mode, tols[g],
     n_fines[g], m_fines[g], F[g], I[g], C[g], min(n_steps, totals[g] - done), logs...)``
-    without recording; ``codes[g]`` receives its return code.
+    (:func:`.flow_run._flow_advance`) without recording, bit for bit: the same pieces
+    (:func:`.flow_run.tiled_step`, :func:`.flow_run.piece`), stage passes and gradients;
+    ``codes[g]`` receives its return code. One lockstep iteration is one piece of every active
+    lane; its gradient evaluations (three for RK4, four for the exponential scheme, after the
+    one at the piece's start) are done for all lanes at once.
     """
     L = lams.shape[0]
     n = y.shape[0]
     d = F.shape[2]
     dp = b.shape[0]
     nblk = dp // BLOCK
+    exp = scheme == SCHEME_EXP
     # the single-run functions get the single run's arrays: X (n, dp), Xᵀ (dp, n), H (dp, dp)
     Xu = X[:n]
     XTu = XT[:dp]
@@ -159,11 +178,19 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
     need = np.zeros(L, dtype=np.bool_)
     gf = np.zeros(L, dtype=np.bool_)
     inv_lam = np.zeros(L)
+    co_h = np.zeros((L, N_COEF))  # exponential scheme: coefficients of a piece of h, h/m_fine, other
+    co_fine = np.zeros((L, N_COEF))
+    co_tmp = np.zeros((L, N_COEF))
+    co_idx = np.zeros(L, dtype=np.int64)  # this piece's: 0 co_h, 1 co_fine, 2 co_tmp
     step = np.zeros(L, dtype=np.int64)
     stop = np.zeros(L, dtype=np.int64)
-    sub = np.zeros(L, dtype=np.int64)
-    fine = np.zeros(L, dtype=np.bool_)  # inside the start refinement this step
-    hstep = np.zeros(L)                  # this RK4 step: h, or h / m_fine during the refinement
+    inside = np.zeros(L, dtype=np.bool_)  # between the pieces of a tiled grid step
+    tiled = np.zeros(L, dtype=np.bool_)
+    sub = np.zeros(L, dtype=np.int64)     # this piece's index in its grid step
+    last = np.zeros(L, dtype=np.bool_)
+    tend = np.zeros(L)                    # where the previous piece ended
+    spiece = np.zeros(L)                  # this piece's size and start
+    tpiece = np.zeros(L)
     phase = np.full(L, _PHASE_STOPPED, dtype=np.int64)
     active = 0
     for g in range(L):
@@ -172,15 +199,18 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
         Z[g] = _load_work(F[g], I[g], nblk)
         gf[g] = not (lams[g] > 0.0)
         inv_lam[g] = 0.0 if gf[g] else 1.0 / lams[g]
+        if exp:
+            _exp_coefficients(lams[g], hs[g], co_h[g])
+            _exp_coefficients(lams[g], hs[g] / m_fines[g], co_fine[g])
         step[g] = C[g, STEPS_DONE]
         stop[g] = min(step[g] + n_steps, max(totals[g], step[g]))
         codes[g] = RUNNING
         phase[g] = _PHASE_STEPPING
         active += 1
         _begin_step(Z[g], theta[g], nblk)
-    b0, b1, b2, b3 = _B
+    n_stages = 4 if exp else 3
     while active > 0:
-        # the gradient at the current point of every active lane (before each RK4 step)
+        # the gradient at the current point of every active lane (before each piece)
         for g in range(L):
             need[g] = phase[g] == _PHASE_STEPPING
         _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid, loss, need, buf)
@@ -189,65 +219,94 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
                 continue
             if gf[g]:
                 _gf_velocity(Z[g], grad[g], nblk)
-            if sub[g] > 0:
-                continue  # inside a refined grid step: no grid-point tests
-            if step[g] >= stop[g]:
-                phase[g] = _PHASE_STOPPED
-                active -= 1
-                continue
-            if tols[g] >= 0.0:
-                lg = loss[g]
-                if mode != MODE_DATA:
-                    for i in range(d):
-                        vnew_p[g, i] = theta[g, i]
-                    lg = _half_mean_square_residual(Xu, y, vnew_p[g, :d])
-                if lg <= tols[g]:
-                    codes[g] = CONVERGED
+            if not inside[g]:  # at a grid point: its tests, then the first piece of the grid step
+                if step[g] >= stop[g]:
                     phase[g] = _PHASE_STOPPED
                     active -= 1
                     continue
-            if not (step[g] >= n_fines[g] or m_fines[g] == 1):
-                saved[g] = Z[g]
+                if tols[g] >= 0.0:
+                    lg = loss[g]
+                    if mode != MODE_DATA:
+                        for i in range(d):
+                            vnew_p[g, i] = theta[g, i]
+                        lg = _half_mean_square_residual(Xu, y, vnew_p[g, :d])
+                    if lg <= tols[g]:
+                        codes[g] = CONVERGED
+                        phase[g] = _PHASE_STOPPED
+                        active -= 1
+                        continue
+                tiled[g] = tiled_step(scheme, lams[g], hs[g], n_fines[g], m_fines[g], step[g])
+                sub[g] = 0
+                tend[g] = step[g] * hs[g]
+                if tiled[g]:
+                    saved[g] = Z[g]
+            s, t0, lst = piece(scheme, lams[g], hs[g], n_fines[g], m_fines[g], step[g], sub[g], tend[g], tiled[g])
+            spiece[g] = s
+            tpiece[g] = t0
+            last[g] = lst
+            if exp:  # as .flow_exp._piece_coefficients, by index
+                if not tiled[g] or s == co_h[g, C_H]:
+                    co_idx[g] = 0
+                elif s == co_fine[g, C_H]:
+                    co_idx[g] = 1
+                else:
+                    _exp_coefficients(lams[g], s, co_tmp[g])
+                    co_idx[g] = 2
         if active == 0:
             break
         for g in range(L):
             need[g] = phase[g] == _PHASE_STEPPING
-            fine[g] = not (step[g] >= n_fines[g] or m_fines[g] == 1)
-            hstep[g] = hs[g] / m_fines[g] if fine[g] else hs[g]
-        # one RK4 step of every active lane: stages lane by lane, gradients for all lanes at once
-        for s in range(3):
-            hb = b0 if s == 0 else (b1 if s == 1 else b2)
+        # one piece of every active lane: stages lane by lane, gradients for all lanes at once
+        for st in range(n_stages):
             for g in range(L):
                 if phase[g] != _PHASE_STEPPING:
                     continue
-                ha = hstep[g] * _A_SUB[s]
-                if gf[g]:
-                    _gf_stage(Z[g], grad[g], theta[g], nblk, hb, ha)
+                if exp:
+                    co = co_h[g] if co_idx[g] == 0 else (co_fine[g] if co_idx[g] == 1 else co_tmp[g])
+                    if st == 0:
+                        _stage_one(Z[g], grad[g], theta[g], nblk, co)
+                    elif st == 1:
+                        _stage_two(Z[g], grad[g], theta[g], nblk, co)
+                    elif st == 2:
+                        _stage_three(Z[g], grad[g], theta[g], nblk, co)
+                    else:
+                        _stage_four(Z[g], grad[g], theta[g], nblk, co)
                 else:
-                    _mgf_stage(Z[g], grad[g], theta[g], nblk, inv_lam[g], hb, ha)
+                    hb = _B[st]
+                    ha = spiece[g] * _A_SUB[st]
+                    if gf[g]:
+                        _gf_stage(Z[g], grad[g], theta[g], nblk, hb, ha)
+                    else:
+                        _mgf_stage(Z[g], grad[g], theta[g], nblk, inv_lam[g], hb, ha)
             _lane_gradients(X, XT, y, H, b, Xu, XTu, Hu, mode, n, d, theta, grad, resid, loss, need, buf)
         for g in range(L):
             if phase[g] != _PHASE_STEPPING:
                 continue
-            t0 = step[g] * hs[g] + sub[g] * hstep[g] if fine[g] else step[g] * hs[g]
-            diverged = _finish_step(Xu, XTu, y, Hu, b, mode, gf[g], inv_lam[g], b3, hstep[g], t0, Z[g], theta[g],
-                                    grad[g], resid[g], d, nblk, vnew_p[g], vnew_m[g], roots, I[g], F[g], C[g],
-                                    LOG_T[g], LOG_C[g], LOG_S[g])
+            if exp:
+                co = co_h[g] if co_idx[g] == 0 else (co_fine[g] if co_idx[g] == 1 else co_tmp[g])
+                flags, bad = _stage_final(Z[g], grad[g], nblk, co)
+                diverged = _exp_finish(Z[g], theta[g], nblk, flags, bad, tpiece[g], vnew_p[g], vnew_m[g], roots,
+                                       I[g], F[g], C[g], LOG_T[g], LOG_C[g], LOG_S[g], co[C_H])
+            else:
+                diverged = _finish_step(Xu, XTu, y, Hu, b, mode, gf[g], inv_lam[g], _B[3], spiece[g], tpiece[g],
+                                        Z[g], theta[g], grad[g], resid[g], d, nblk, vnew_p[g], vnew_m[g], roots,
+                                        I[g], F[g], C[g], LOG_T[g], LOG_C[g], LOG_S[g])
             if diverged:
-                if fine[g]:
+                if tiled[g]:  # undo the pieces already taken
                     Z[g] = saved[g]
                     _begin_step(Z[g], theta[g], nblk)
+                inside[g] = False
                 codes[g] = DIVERGED
                 phase[g] = _PHASE_STOPPED
                 active -= 1
                 continue
-            if fine[g]:
-                sub[g] += 1
-                if sub[g] == m_fines[g]:
-                    sub[g] = 0
-                    step[g] += 1
-            else:
+            if last[g]:
+                inside[g] = False
                 step[g] += 1
+            else:
+                inside[g] = True
+                sub[g] += 1
+                tend[g] = tend[g] + spiece[g]
     for g in range(L):
         if live[g]:
             _store_work(Z[g], F[g], I[g])
@@ -255,9 +314,10 @@ def _flow_group(X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, totals, 
 
 
 @njit(**PARALLEL_JIT_OPTIONS)
-def _flow_sweep_chunk(Xs, XTs, ys, Hs, bs, group_rep, mode, lams, hs, tols, n_fines, m_fines, totals, live,
-                      F, I, C, LOG_T, LOG_C, LOG_S, codes, n_steps):
-    """Advance every group of ``LANES`` lanes by at most ``n_steps`` grid steps, groups in parallel.
+def _flow_sweep_chunk(scheme, Xs, XTs, ys, Hs, bs, group_rep, mode, lams, hs, tols, n_fines, m_fines, totals,
+                      live, F, I, C, LOG_T, LOG_C, LOG_S, codes, n_steps):
+    """Advance every group of ``LANES`` lanes (all of one ``scheme``) by at most ``n_steps`` grid steps,
+    groups in parallel.
 
     Lane ``q·LANES + g`` of the flat per-lane arrays belongs to group q, which runs on
     data set ``group_rep[q]`` (stacked, zero-padded: ``Xs`` rows a multiple of TILE,
@@ -269,6 +329,6 @@ def _flow_sweep_chunk(Xs, XTs, ys, Hs, bs, group_rep, mode, lams, hs, tols, n_fi
         r = group_rep[q]
         lo = q * LANES
         hi = lo + LANES
-        _flow_group(Xs[r], XTs[r], ys[r], Hs[r], bs[r], mode, lams[lo:hi], hs[lo:hi], tols[lo:hi],
+        _flow_group(scheme, Xs[r], XTs[r], ys[r], Hs[r], bs[r], mode, lams[lo:hi], hs[lo:hi], tols[lo:hi],
                     n_fines[lo:hi], m_fines[lo:hi], totals[lo:hi], live[lo:hi], F[lo:hi], I[lo:hi], C[lo:hi],
                     LOG_T[lo:hi], LOG_C[lo:hi], LOG_S[lo:hi], codes[lo:hi], n_steps)

@@ -1,10 +1,11 @@
 r"""The flow run kind: MGF(λ) and gradient flow integrated by fixed-step RK4 (configuration, run, result).
 
-The compiled kernel is :func:`dlnmomentum.kernels.flow._flow_advance`; its module docstring states
-the integrated system (Appendix B, eq. (w_mgf)), the extra integral components and the
-crossing search. With ``scheme="exp-rk4"`` (``FlowConfig.scheme``; chosen by ``"auto"`` for
-small λ) the kernel is :func:`dlnmomentum.kernels.flow_exp._exp_flow_advance`, an exponential
-RK4 that integrates the fast mode -1/λ exactly, on the same state, grid and crossing search.
+The compiled kernel is :func:`dlnmomentum.kernels.flow_run._flow_advance` with the run's
+stepping scheme: classic RK4 (:mod:`dlnmomentum.kernels.flow`, whose module docstring states the
+integrated system (Appendix B, eq. (w_mgf)), the extra integral components and the crossing
+search) or, with ``scheme="exp-rk4"`` (``FlowConfig.scheme``; chosen by ``"auto"`` for small λ),
+the exponential RK4 of :mod:`dlnmomentum.kernels.flow_exp`, which integrates the fast mode -1/λ
+exactly, on the same state, grid and crossing search.
 
 Integrals and derived quantities
 --------------------------------
@@ -55,7 +56,7 @@ import numpy as np
 
 from ..driver import RunStateMixin, chunk_steps_for
 from ..kernels import flow as K
-from ..kernels import flow_exp as KE
+from ..kernels import flow_run as KR
 from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
 from ..status import DIVERGED, Status
 from ..validate import MAX_STEPS, as_array, as_float, as_int
@@ -322,9 +323,8 @@ class FlowRun(RunStateMixin):
         p, c = self.problem, self.config
         tol = -1.0 if c.tol is None else c.tol
         X, XT, H, b = p.padded
-        advance = KE._exp_flow_advance if c.scheme == "exp-rk4" else K._flow_advance
-        return advance(
-            X, XT, p.y, H, b, p.X_test, p.y_test,
+        return KR._flow_advance(
+            KR.SCHEMES[c.scheme], X, XT, p.y, H, b, p.X_test, p.y_test,
             c.lam, c.h, self.mode, tol, c.start_steps, c.start_substeps,
             self.fstate, self.istate, self.counters, n_steps,
             self.log_time, self.log_coord, self.log_sign,

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from ..kernels import flow as KF
-from ..kernels import flow_exp as KE
+from ..kernels import flow_run as KR
 from ..kernels import flow_sweep as KFS
 from ..runs.flow import prepare_flow
 from ..runs.points import flow_point
@@ -92,18 +92,16 @@ def _flow_groups(runs, reps, nthreads, lanes):
 def _flow_batch(runs, reps, flag, bar, engine):
     """Advance every run to its end in lockstep groups; returns public statuses, or None if interrupted.
 
-    The runs are grouped by scheme (a lockstep group holds lanes of one kernel): the RK4 runs go
-    to :func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk`, the exponential ones to
-    :func:`dlnmomentum.kernels.flow_exp._exp_flow_sweep_chunk`, one scheme after the other
-    (:func:`_scheme_batch`).
+    The runs are grouped by scheme (a lockstep group holds lanes of one scheme): the RK4 runs,
+    then the exponential ones, each by :func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk`
+    with that scheme's code (:func:`_scheme_batch`).
     """
     statuses = [Status.MAX_STEPS] * len(runs)
-    for scheme, chunk_kernel in (("rk4", KFS._flow_sweep_chunk), ("exp-rk4", KE._exp_flow_sweep_chunk)):
+    for scheme, code in KR.SCHEMES.items():
         members = [i for i, run in enumerate(runs) if run.config.scheme == scheme]
         if not members:
             continue
-        got = _scheme_batch([runs[i] for i in members], [reps[i] for i in members], flag, bar, engine,
-                            chunk_kernel)
+        got = _scheme_batch([runs[i] for i in members], [reps[i] for i in members], flag, bar, engine, code)
         if got is None:
             return None
         for i, status in zip(members, got, strict=True):
@@ -111,13 +109,13 @@ def _flow_batch(runs, reps, flag, bar, engine):
     return statuses
 
 
-def _scheme_batch(runs, reps, flag, bar, engine, chunk_kernel):
+def _scheme_batch(runs, reps, flag, bar, engine, scheme):
     """Advance runs of one scheme to their end in lockstep groups; public statuses, or None if interrupted.
 
-    ``chunk_kernel`` advances groups of up to ``LANES`` runs on one data set stage by stage
-    (gradients of all lanes at once), groups in parallel, chunk by chunk; every lane is bit for
-    bit the single-run kernel, so every point is exactly ``dlnmomentum.mgf``. The runs' state
-    arrays are updated at the end.
+    :func:`~dlnmomentum.kernels.flow_sweep._flow_sweep_chunk` with the ``scheme`` code advances
+    groups of up to ``LANES`` runs on one data set stage by stage (gradients of all lanes at once),
+    groups in parallel, chunk by chunk; every lane is bit for bit the single-run kernel, so every
+    point is exactly ``dlnmomentum.mgf``. The runs' state arrays are updated at the end.
     """
     modes = {run.mode for run in runs}
     if len(modes) != 1:
@@ -176,7 +174,7 @@ def _scheme_batch(runs, reps, flag, bar, engine, chunk_kernel):
     while live.any():
         before = int(C[live, KF.STEPS_DONE].sum())
         t0 = time.perf_counter()
-        chunk_kernel(Xs, XTs, ys, Hs, bs, group_rep, mode, lams, hs, tols, n_fines, m_fines, totals,
+        KFS._flow_sweep_chunk(scheme, Xs, XTs, ys, Hs, bs, group_rep, mode, lams, hs, tols, n_fines, m_fines, totals,
                      live, F, I, C, LOG_T, LOG_C, LOG_S, codes, chunk)
         elapsed = time.perf_counter() - t0
         advanced = int(C[live, KF.STEPS_DONE].sum()) - before
