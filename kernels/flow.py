@@ -366,14 +366,7 @@ def _mgf_final(Z, grad, nblk, inv_lam, hb, h):
             dkp = fp - kp * inv_lam
             dkm = fm - km * inv_lam
             dq = g - q * inv_lam
-            y_wp = Z[i + (_Y + W_PLUS) * BLOCK]
-            y_wm = Z[i + (_Y + W_MINUS) * BLOCK]
-            y_vp = Z[i + (_Y + V_PLUS) * BLOCK]
-            y_vm = Z[i + (_Y + V_MINUS) * BLOCK]
-            y_jp = Z[i + (_Y + J_PLUS) * BLOCK]
-            y_jm = Z[i + (_Y + J_MINUS) * BLOCK]
-            y_kp = Z[i + (_Y + K_PLUS) * BLOCK]
-            y_km = Z[i + (_Y + K_MINUS) * BLOCK]
+            y_wp, y_wm, y_vp, y_vm, y_jp, y_jm, y_kp, y_km = _grid_point(Z, i)
             n_wp = y_wp + h * (Z[i + (_A + W_PLUS) * BLOCK] + hb * vp)
             n_wm = y_wm + h * (Z[i + (_A + W_MINUS) * BLOCK] + hb * vm)
             n_vp = y_vp + h * (Z[i + (_A + V_PLUS) * BLOCK] + hb * avp)
@@ -392,6 +385,14 @@ def _mgf_final(Z, grad, nblk, inv_lam, hb, h):
     return flags, bad
 
 
+@njit(inline="always", **JIT_OPTIONS)
+def _grid_point(Z, i):
+    """(w₊, w₋, ẇ₊, ẇ₋, J₊, J₋, K₊, K₋) of the grid point Y in work slot ``i``."""
+    return (Z[i + (_Y + W_PLUS) * BLOCK], Z[i + (_Y + W_MINUS) * BLOCK], Z[i + (_Y + V_PLUS) * BLOCK],
+            Z[i + (_Y + V_MINUS) * BLOCK], Z[i + (_Y + J_PLUS) * BLOCK], Z[i + (_Y + J_MINUS) * BLOCK],
+            Z[i + (_Y + K_PLUS) * BLOCK], Z[i + (_Y + K_MINUS) * BLOCK])
+
+
 @njit(inline="always", **JIT_OPTIONS)  # inlined into both final stages: their loops still vectorise
 def _put_new_point(Z, i, okp, okm, n_wp, n_wm, n_vp, n_vm, n_jp, n_jm, n_kp, n_km, n_p, n_q, n_g2):
     """Write the new MGF point N of work slot ``i`` (the last stage of either scheme: :func:`_mgf_final`,
@@ -401,14 +402,7 @@ def _put_new_point(Z, i, okp, okm, n_wp, n_wm, n_vp, n_vm, n_jp, n_jm, n_kp, n_k
     N: a possible pair of crossings), and whether a w or ẇ entry is outside (-OVERFLOW, OVERFLOW)
     (NaN included).
     """
-    y_wp = Z[i + (_Y + W_PLUS) * BLOCK]
-    y_wm = Z[i + (_Y + W_MINUS) * BLOCK]
-    y_vp = Z[i + (_Y + V_PLUS) * BLOCK]
-    y_vm = Z[i + (_Y + V_MINUS) * BLOCK]
-    y_jp = Z[i + (_Y + J_PLUS) * BLOCK]
-    y_jm = Z[i + (_Y + J_MINUS) * BLOCK]
-    y_kp = Z[i + (_Y + K_PLUS) * BLOCK]
-    y_km = Z[i + (_Y + K_MINUS) * BLOCK]
+    y_wp, y_wm, y_vp, y_vm, y_jp, y_jm, y_kp, y_km = _grid_point(Z, i)
     Z[i + (_N + W_PLUS) * BLOCK] = n_wp
     Z[i + (_N + W_MINUS) * BLOCK] = n_wm
     Z[i + (_N + V_PLUS) * BLOCK] = n_vp

@@ -129,6 +129,7 @@ from .flow import (
     _at,
     _begin_step,
     _gradient,
+    _grid_point,
     _put_new_point,
     _scan_crossings,
 )
@@ -492,14 +493,7 @@ def _stage_final(Z, grad, nblk, co):
             g1m = Z[i + _G1M * BLOCK]
             g4p = Z[i + _G4P * BLOCK]
             g4m = Z[i + _G4M * BLOCK]
-            y_wp = Z[i + (_Y + W_PLUS) * BLOCK]
-            y_wm = Z[i + (_Y + W_MINUS) * BLOCK]
-            y_vp = Z[i + (_Y + V_PLUS) * BLOCK]
-            y_vm = Z[i + (_Y + V_MINUS) * BLOCK]
-            y_jp = Z[i + (_Y + J_PLUS) * BLOCK]
-            y_jm = Z[i + (_Y + J_MINUS) * BLOCK]
-            y_kp = Z[i + (_Y + K_PLUS) * BLOCK]
-            y_km = Z[i + (_Y + K_MINUS) * BLOCK]
+            y_wp, y_wm, y_vp, y_vm, y_jp, y_jm, y_kp, y_km = _grid_point(Z, i)
             n_wp = y_wp + lz * y_vp - (hg1 * g1p + hg4 * g4p + hg5 * gp)
             n_wm = y_wm + lz * y_vm - (hg1 * g1m + hg4 * g4m + hg5 * gm)
             n_vp = ez * y_vp - (b1 * g1p + b4 * g4p + b5 * gp)
