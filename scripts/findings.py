@@ -1,12 +1,13 @@
 """Print the numbers of ``docs/findings.md`` from figure stores (reads the stores; computes nothing).
 
     dlnm reproduce --quick --out figures        # or --full; writes figures/<name>.h5
-    python scripts/findings.py figures [a|b|c|d]  # the four findings, from those stores
+    python scripts/findings.py figures [a|b|c|d|e]  # the five findings, from those stores
 
 (a) the distance to the Δ∞-only prediction after sign changes (``crossings.h5``), (b) λ against λ_central
 as the map from MGD to MGF (``lambda-collapse.h5``), (c) the small-λ formulas for Δ∞ (``mgf-lambda.h5``),
 (d) what λ explains in the network figures, against γ/(1-β), γ and 1/(1-β) (``deep-linear.h5``,
-``teacher-student.h5``).
+``teacher-student.h5``), (e) the teacher-student points that never reach train loss 1e-5
+(``teacher-student.h5``).
 """
 
 import os
@@ -85,12 +86,22 @@ def finding_d(folder):
                       + f"  ({spread['points']} points; std of log10 over them {spread['total']:.3g})")
 
 
+def finding_e(folder):
+    with _open(folder, "teacher-student") as h5:
+        _, size, setting, summary = common.read_attrs(h5)
+        cap = setting.get("steps_cap")
+        nr = summary["not_reached"]
+        print(f"(e) teacher-student.h5 [{size}], cap {cap} steps: {nr['points']} of {nr['of']} points never reach "
+              f"train loss 1e-5; their final train losses {nr['train_loss_min']:.3g} .. {nr['train_loss_max']:.3g}; "
+              "most common (value, points): " + ", ".join(f"({v:.3g}, {c})" for v, c in nr["plateaus"]))
+
+
 def main(argv):
     if not argv:
         sys.exit(__doc__)
-    folder, which = argv[0], (argv[1:] or ["a", "b", "c", "d"])
+    folder, which = argv[0], (argv[1:] or ["a", "b", "c", "d", "e"])
     for w in which:
-        {"a": finding_a, "b": finding_b, "c": finding_c, "d": finding_d}[w](folder)
+        {"a": finding_a, "b": finding_b, "c": finding_c, "d": finding_d, "e": finding_e}[w](folder)
     return 0
 
 

@@ -138,3 +138,24 @@ def test_claim_acceleration_rule_on_the_quadratic(tiny):
         claims = {k: float(h5["claims"][k][()]) for k in h5["claims"]}
     assert claims["rule_at_2k"] < 0.2 * claims["rule_at_k"]  # MGD(4γ, 1-2(1-β)) at k follows MGD(γ, β) at 2k
     assert claims["gd4_at_4k"] < 0.1 * claims["gd4_at_2k"]  # GD(4γ) at k follows GD(γ) at 4k
+
+
+def test_network_figures_store_what_lambda_explains_and_the_points_that_never_fit(tiny):
+    """The λ measure comes with its controls (findings (d)); teacher-student counts the points stopped at the
+    cap above train loss 1e-5, with their final losses, from the stored sweep (finding (e))."""
+    from dlnmomentum.figures.networks import SPREAD_KEYS
+
+    for name, fields in (("deep-linear", ("train_loss", "test_loss")), ("teacher-student", ("test_loss",))):
+        shares = _summary(tiny / f"{name}.h5")["explained_share"]
+        assert set(shares) == set(fields) and all(set(shares[f]) == set(SPREAD_KEYS) for f in fields)
+    summary = _summary(tiny / "teacher-student.h5")
+    with h5py.File(tiny / "teacher-student.h5", "r") as h5:
+        sw = common.get_sweep(h5, "network")
+    status = np.asarray(sw.data["status"])
+    capped = status == dm.Status.MAX_STEPS
+    nr = summary["not_reached"]
+    assert nr["points"] == int(capped.sum()) and nr["of"] == status.size
+    if nr["points"]:
+        losses = np.asarray(sw.data["train_loss"])[capped]
+        assert nr["train_loss_min"] == losses.min() > 1e-5 and nr["train_loss_max"] == losses.max()
+        assert sum(c for _, c in nr["plateaus"]) <= nr["points"]
