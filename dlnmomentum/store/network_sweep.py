@@ -7,19 +7,47 @@ per field of :data:`dlnmomentum.runs.network.POINT_FIELDS` over ``(rep, beta, ga
 ``done`` (1 where the point is written, written last so a torn write leaves points not done)
 and ``session``; ``/problem`` (as in run stores, :func:`.format.write_problem`) when the sweep
 ran on one given :class:`~dlnmomentum.NetworkProblem`.
+
+Protections (as the diagonal sweep store, :mod:`.sweep_format`; since 0.5.0):
+
+* the file is built in memory and written in one write, fsynced, then renamed into place: a full
+  disk while it is created leaves nothing behind;
+* HDF5's newest superblock (``libver="latest"``): readers open the file without a file lock
+  (:func:`.files.open_h5`), so a reader never blocks the writer; a writer waits up to
+  :data:`.files.WRITE_WAIT` for a reader of another program that holds a lock;
+* every grid dataset is chunked by line of the last axis with HDF5's Fletcher32 checksum: a damaged
+  chunk is an error naming the file and the dataset, not wrong numbers;
+* points are written (fields, flush, then ``done``, flush) with signals held: an interruption or a
+  full disk loses at most the points of that write, and the mask never claims a point not on disk.
+
+Stores written before 0.5.0 (contiguous datasets, older superblock) are read and continued as they are.
 """
 
 import json
 import os
 import time
 
-import h5py
 import numpy as np
 
 from ..driver import signals_held
 from ..runs.network import POINT_FIELDS
-from .files import StoreCorruptError, StoreError, WriterLock, attr_str, to_jsonable
+from .files import (
+    READ_ERRORS,
+    StoreError,
+    WriterLock,
+    attr_str,
+    fsync_dir,
+    memory_h5,
+    open_h5,
+    open_h5_for_writing,
+    read_dataset,
+    read_error,
+    retry_busy,
+    to_jsonable,
+    write_h5_image,
+)
 from .format import Dims, read_problem, write_problem
+from .sweep_format import fill_value, grid_chunks
 
 FORMAT_NAME = "dlnmomentum-network-sweep"
 FORMAT_VERSION = 1
@@ -27,78 +55,111 @@ KIND = "network-sweep"
 
 
 def create(path, config, dims, coords, shape, problem=None):
-    """A new, empty store at ``path`` (written to a temporary file, then moved into place)."""
+    """A new, empty store at ``path`` (built in memory, written to ``<path>.creating``, then moved into place)."""
     tmp = path + ".creating"
-    with h5py.File(tmp, "w") as f:
+    f = memory_h5(tmp)
+    try:
         f.attrs.update({"kind": KIND, "format": FORMAT_NAME, "format_version": FORMAT_VERSION,
                         "config": json.dumps(to_jsonable(config)), "dims": ",".join(dims), "sessions": 0,
                         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         for name in dims:
-            f.create_dataset(name, data=coords[name]).make_scale(name)
-        for name, (dtype, desc) in POINT_FIELDS.items():
-            kw = {"fillvalue": np.nan} if np.issubdtype(dtype, np.floating) else {}
-            ds = f.create_dataset(name, shape=shape, dtype=dtype, **kw)
+            f.create_dataset(name, data=coords[name], fletcher32=True).make_scale(name)
+        grid = {name: (dtype, desc) for name, (dtype, desc) in POINT_FIELDS.items()}
+        grid["done"] = (np.uint8, "1 where the point has been computed and written")
+        grid["session"] = (np.int16, "the run (1, 2, ...) of the sweep that computed the point, 0: none")
+        for name, (dtype, desc) in grid.items():
+            fill = fill_value(dtype)
+            ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=fill, chunks=grid_chunks(shape, len(shape)),
+                                  fletcher32=True)  # one line of the last axis per chunk, as sweep stores
+            ds[...] = fill  # every chunk allocated now: later writes never grow the file
             ds.attrs["description"] = desc
-        done = f.create_dataset("done", shape=shape, dtype=np.uint8, fillvalue=0)
-        done.attrs["description"] = "1 where the point has been computed and written"
-        session = f.create_dataset("session", shape=shape, dtype=np.int16, fillvalue=0)
-        session.attrs["description"] = "the run (1, 2, ...) of the sweep that computed the point, 0: none"
-        for name in tuple(POINT_FIELDS) + ("done", "session"):
             for axis, dim in enumerate(dims):
-                f[name].dims[axis].attach_scale(f[dim])
+                ds.dims[axis].attach_scale(f[dim])
         if problem is not None:
             write_problem(f, Dims(problem.d), problem)
+    except BaseException:
+        f.close()
+        raise
+    try:
+        write_h5_image(f, tmp)
+    except OSError as exc:
+        raise StoreError(f"cannot create network sweep store {path}: {exc}; nothing was written") from exc
     os.replace(tmp, path)
+    fsync_dir(path)
 
 
 def is_network_sweep(path):
     """True when ``path`` is an HDF5 file of this layout (False for anything else, unreadable included)."""
     try:
-        with h5py.File(path, "r") as f:
-            return attr_str(f.attrs.get("kind", "")) == KIND
-    except OSError:
+        f, _ = open_h5(path)
+    except OSError:  # (StoreError is one)
         return False
+    with f:
+        return attr_str(f.attrs.get("kind", "")) == KIND
 
 
 def read(path):
-    """``(config, problem or None, data, done)`` of the store at ``path``."""
-    try:
-        with h5py.File(path, "r") as f:
+    """``(config, problem or None, data, done)`` of the store at ``path``.
+
+    A damaged dataset is a :class:`~.files.StoreCorruptError` naming it; a writer rewriting what was
+    being read makes the read start again (for up to :data:`.files.READ_WAIT` seconds).
+    """
+    return retry_busy(lambda: _read(path))
+
+
+def _read(path):
+    f, _ = open_h5(path)
+    with f:
+        try:
             if attr_str(f.attrs.get("kind", "")) != KIND:
                 raise StoreError(f"{path} is not a network sweep store (kind {attr_str(f.attrs.get('kind', ''))!r})")
             config = json.loads(attr_str(f.attrs["config"]))
             config["sessions"] = int(f.attrs.get("sessions", 0))
             problem = read_problem(f["problem"]) if "problem" in f else None
-            data = {name: f[name][...] for name in POINT_FIELDS}
-            done = f["done"][...].astype(bool)
-    except OSError as exc:
-        if isinstance(exc, StoreError):
+        except StoreError:
             raise
-        raise StoreCorruptError(f"network sweep store {path} cannot be read: {exc}") from exc
+        except READ_ERRORS as exc:
+            raise read_error(path, exc, "its attributes or problem") from exc
+        data = {name: read_dataset(f[name]) for name in POINT_FIELDS}
+        done = read_dataset(f["done"]).astype(bool)
     return config, problem, data, done
 
 
 def start_session(path):
-    with h5py.File(path, "r+") as f:
+    with signals_held(), open_h5_for_writing(path) as f:
         n = int(f.attrs.get("sessions", 0)) + 1
         f.attrs["sessions"] = n
+        f.flush()
     return n
 
 
 def write_points(path, index, values, session):
-    """Write finished points (``index``: tuple of index arrays; ``values``: field -> array); ``done`` last."""
-    with signals_held(), h5py.File(path, "r+") as f:
-        for name in POINT_FIELDS:
-            arr = f[name][...]
-            arr[index] = values[name]
-            f[name][...] = arr
-        sess = f["session"][...]
-        sess[index] = session
-        f["session"][...] = sess
-        done = f["done"][...]
-        done[index] = 1
-        f["done"][...] = done
-        f.flush()
+    """Write finished points (``index``: tuple of index arrays; ``values``: field -> array): the fields, then
+    (after a flush) ``done``. A failed write raises :class:`~.files.StoreError`; the points already
+    marked done stay intact."""
+    with signals_held():
+        try:
+            # no chunk cache: a chunk goes to the file in the write call itself, so a failed write (a full
+            # disk) raises here, not later, ignored, when HDF5 evicts the chunk
+            with open_h5_for_writing(path, rdcc_nbytes=0) as f:
+                for name in POINT_FIELDS:
+                    _put(f[name], index, values[name])
+                _put(f["session"], index, session)
+                f.flush()  # the points are on disk before the mask says so
+                _put(f["done"], index, 1)
+                f.flush()
+        except StoreError:
+            raise
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise StoreError(f"writing points to network sweep store {path} failed ({type(exc).__name__}: {exc}); "
+                             "the points it already marked done are intact, and resuming the sweep computes "
+                             "the others again") from exc
+
+
+def _put(ds, index, values):
+    arr = ds[...]
+    arr[index] = values
+    ds[...] = arr
 
 
 def lock(path):

@@ -60,11 +60,12 @@ FORMAT_VERSION = 2
 MASKS = {"session": (np.int16, 0), "done": (np.uint8, 0)}
 
 
-def _fill(dtype):
+def fill_value(dtype):
+    """The fill of a grid dataset: NaN for floats (a point not written), 0 otherwise."""
     return np.nan if np.issubdtype(dtype, np.floating) else 0
 
 
-def _chunks(shape, grid_ndim):
+def grid_chunks(shape, grid_ndim):
     """One chunk per line of the last grid axis (with the trailing ``coord`` axis whole): every chunk is
     whole, so a wave rewrites a chunk without reading it (a damaged one included)."""
     return (1,) * (grid_ndim - 1) + tuple(max(1, n) for n in shape[grid_ndim - 1:])
@@ -150,8 +151,8 @@ class SweepFile:
         # has, so a full disk can stop the sweep when the store is created, hardly ever in a wave.
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-        ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=_fill(dtype), fletcher32=True,
-                              chunks=_chunks(shape, len(plan.shape)), dcpl=dcpl)
+        ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=fill_value(dtype), fletcher32=True,
+                              chunks=grid_chunks(shape, len(plan.shape)), dcpl=dcpl)
         ds.attrs["description"] = desc
         for axis, dim in enumerate(plan.dims):
             ds.dims[axis].attach_scale(f[dim])
@@ -214,7 +215,7 @@ class SweepFile:
         arrays.update(plan.parameters())
         if damaged.any():
             for name, arr in arrays.items():
-                fill = MASKS[name][1] if name in MASKS else _fill(arr.dtype)
+                fill = MASKS[name][1] if name in MASKS else fill_value(arr.dtype)
                 arr[damaged] = fill
         done = arrays.pop("done").astype(bool)
         session = arrays.pop("session")
