@@ -40,7 +40,6 @@ from .files import (
     memory_h5,
     open_h5,
     open_h5_for_writing,
-    read_dataset,
     read_error,
     retry_busy,
     to_jsonable,
@@ -120,9 +119,46 @@ def _read(path):
             raise
         except READ_ERRORS as exc:
             raise read_error(path, exc, "its attributes or problem") from exc
-        data = {name: read_dataset(f[name]) for name in POINT_FIELDS}
-        done = read_dataset(f["done"]).astype(bool)
+        data = {name: _read_grid(path, f[name]) for name in POINT_FIELDS}
+        done = _read_grid(path, f["done"]).astype(bool)
     return config, problem, data, done
+
+
+def repair(path):
+    """Rewrite the chunks that fail their checksum, their points marked not done; returns how many points that is.
+
+    For the holder of the writer lock, before a resume: the resume then computes those points again
+    (sweeps are deterministic, so bit for bit). Every grid dataset is chunked alike (one line of the last
+    axis), so a damaged chunk of any of them is rewritten whole, in every dataset, without being read.
+    Stores of 0.4.0 have no checksums: nothing to check.
+    """
+    names = (*POINT_FIELDS, "session", "done")
+    with signals_held(), open_h5_for_writing(path, rdcc_nbytes=0) as f:
+        if f["done"].chunks is None:
+            return 0
+        damaged = {}
+        for name in names:
+            ds = f[name]
+            for sel in ds.iter_chunks():
+                try:
+                    ds[sel]
+                except READ_ERRORS:
+                    damaged[tuple((s.start, s.stop) for s in sel)] = sel
+        for sel in damaged.values():
+            for name in names:
+                ds = f[name]
+                ds[sel] = np.full(tuple(s.stop - s.start for s in sel), fill_value(ds.dtype), dtype=ds.dtype)
+        f.flush()
+    return sum(int(np.prod([s.stop - s.start for s in sel])) for sel in damaged.values())
+
+
+def _read_grid(path, ds):
+    try:
+        return ds[...]
+    except READ_ERRORS as exc:
+        raise read_error(path, exc, f"dataset {ds.name}",
+                         hint=f"; resuming the sweep (dlnmomentum.resume_networks_sweep, `dlnm network ... --store "
+                              f"{path} --resume`) computes the points of a damaged chunk again") from exc
 
 
 def start_session(path):

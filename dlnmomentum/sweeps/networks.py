@@ -13,6 +13,7 @@ with only the missing ones. The result is the same labelled :class:`~dlnmomentum
 
 import hashlib
 import os
+import warnings
 
 import numba
 import numpy as np
@@ -207,6 +208,7 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
             if overwrite:
                 os.remove(path)
             elif resume:
+                _repair(path)
                 stored, _, _, _ = store.read(path)
                 diff = sorted(k for k in config if to_jsonable(stored.get(k)) != to_jsonable(config[k]))
                 if diff:
@@ -223,6 +225,14 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
     sw = open_networks_sweep(path)
     sw.interrupted = interrupted
     return sw
+
+
+def _repair(path):
+    """Points of damaged chunks are computed again: say so (a warning names the store and the count)."""
+    lost = store.repair(path)
+    if lost:
+        warnings.warn(f"network sweep store {path}: {lost} points were in damaged chunks (checksum failed); "
+                      "they are computed again", RuntimeWarning, stacklevel=3)
 
 
 def is_network_sweep(path):
@@ -247,6 +257,7 @@ def resume_networks_sweep(path, *, threads=None, wave_size=None, log=None):
         raise FileNotFoundError(f"network sweep store {path} does not exist")
     lock = store.lock(path)
     try:
+        _repair(path)
         config, problem, _, _ = store.read(path)
         config.pop("sessions", None)
         plan = NetworkPlan(config, problem)

@@ -114,17 +114,33 @@ def test_the_writer_waits_for_a_reader_holding_a_lock(finished, tmp_path):
     assert dm.open_networks_sweep(path)["test_loss"][0, 1, 2] == 7.0
 
 
+def damage(path, dataset, chunk):
+    """Overwrite bytes inside chunk number ``chunk`` of ``dataset`` (located with HDF5's chunk index)."""
+    f, _ = open_h5(str(path))
+    with f:
+        info = f[dataset].id.get_chunk_info(chunk)
+    with open(path, "r+b") as fh:
+        fh.seek(info.byte_offset + min(4, info.size // 2))
+        fh.write(b"\x7f\xe0" * 2)  # big doubles: the kind of garbage that looks like a result
+
+
 def test_a_damaged_chunk_is_named_not_read_as_numbers(finished, tmp_path):
     path = tmp_path / "ts.h5"
     path.write_bytes(finished.read_bytes())
-    f, _ = open_h5(str(path))
-    with f:
-        info = f["test_loss"].id.get_chunk_info(1)  # the line beta = 0.5
-    with open(path, "r+b") as fh:
-        fh.seek(info.byte_offset + 4)
-        fh.write(b"\x7f\xe0" * 4)  # big doubles: the kind of garbage that looks like a result
-    with pytest.raises(S.StoreCorruptError, match=r"ts\.h5.*test_loss"):
+    damage(path, "test_loss", 1)  # the line beta = 0.5
+    with pytest.raises(S.StoreCorruptError, match=r"ts\.h5.*test_loss.*computes the points of a damaged chunk"):
         dm.open_networks_sweep(path)
+
+
+@pytest.mark.parametrize("dataset", ["test_loss", "done"])
+def test_resume_computes_the_points_of_a_damaged_chunk_again(finished, tmp_path, dataset):
+    path = tmp_path / "ts.h5"
+    path.write_bytes(finished.read_bytes())
+    damage(path, dataset, 2)  # the line beta = 0.8: 3 points
+    with pytest.warns(RuntimeWarning, match="3 points were in damaged chunks"):
+        dm.resume_networks_sweep(path)
+    _same_as_fresh(path)  # bit for bit: sweeps are deterministic
+    assert NS.repair(str(path)) == 0
 
 
 def test_a_full_disk_while_creating_leaves_nothing(tmp_path, monkeypatch):
