@@ -586,10 +586,19 @@ def _next_piece(lam, h, n_fine, m_fine, step, t):
 
 @njit(**JIT_OPTIONS)
 def _piece_coefficients(lam, s, co_h, co_fine, co_tmp):
-    """The coefficients of a piece of size ``s``: those of h or h/m_fine when it is one, else computed."""
+    """Which coefficients a piece of size ``s`` takes: 0 those of h (``co_h``), 1 those of h/m_fine
+    (``co_fine``), 2 ``co_tmp``, computed here for ``s`` (see :func:`_coefficients_of`)."""
     if s == co_h[C_H]:
-        return co_h
+        return 0
     if s == co_fine[C_H]:
-        return co_fine
+        return 1
     _exp_coefficients(lam, s, co_tmp)
-    return co_tmp
+    return 2
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _coefficients_of(which, co_h, co_fine, co_tmp):
+    """The coefficient vector :func:`_piece_coefficients` chose."""
+    if which == 0:
+        return co_h
+    return co_fine if which == 1 else co_tmp

@@ -33,7 +33,15 @@ from .flow import (
     _rk4_step,
     _store_work,
 )
-from .flow_exp import N_COEF, _exp_coefficients, _exp_step, _next_piece, _piece_coefficients, _tiled
+from .flow_exp import (
+    N_COEF,
+    _coefficients_of,
+    _exp_coefficients,
+    _exp_step,
+    _next_piece,
+    _piece_coefficients,
+    _tiled,
+)
 from .layout import MODE_DATA
 from .mgd import _half_mean_square_residual
 from .status import CONVERGED, DIVERGED, RUNNING
@@ -151,7 +159,8 @@ def _flow_advance(
                     _gf_velocity(Z, grad, nblk)
             s, t0, last = piece(scheme, lam, h, n_fine, m_fine, step, sub, t, tiled)
             if scheme == SCHEME_EXP:
-                co = _piece_coefficients(lam, s, co_h, co_fine, co_tmp) if tiled else co_h
+                which = _piece_coefficients(lam, s, co_h, co_fine, co_tmp) if tiled else 0
+                co = _coefficients_of(which, co_h, co_fine, co_tmp)
                 diverged = _exp_step(X, XT, y, H, b, mode, co, t0, Z, theta, grad, resid, d, nblk,
                                      vnew_p, vnew_m, roots, istate, fstate, counters, log_time, log_coord, log_sign)
             else:

@@ -51,8 +51,10 @@ from .flow import (
 from .flow_exp import (
     C_H,
     N_COEF,
+    _coefficients_of,
     _exp_coefficients,
     _exp_finish,
+    _piece_coefficients,
     _stage_final,
     _stage_four,
     _stage_one,
@@ -244,14 +246,8 @@ def _flow_group(scheme, X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, 
             spiece[g] = s
             tpiece[g] = t0
             last[g] = lst
-            if exp:  # as .flow_exp._piece_coefficients, by index
-                if not tiled[g] or s == co_h[g, C_H]:
-                    co_idx[g] = 0
-                elif s == co_fine[g, C_H]:
-                    co_idx[g] = 1
-                else:
-                    _exp_coefficients(lams[g], s, co_tmp[g])
-                    co_idx[g] = 2
+            if exp:
+                co_idx[g] = _piece_coefficients(lams[g], s, co_h[g], co_fine[g], co_tmp[g]) if tiled[g] else 0
         if active == 0:
             break
         for g in range(L):
@@ -262,7 +258,7 @@ def _flow_group(scheme, X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, 
                 if phase[g] != _PHASE_STEPPING:
                     continue
                 if exp:
-                    co = co_h[g] if co_idx[g] == 0 else (co_fine[g] if co_idx[g] == 1 else co_tmp[g])
+                    co = _coefficients_of(co_idx[g], co_h[g], co_fine[g], co_tmp[g])
                     if st == 0:
                         _stage_one(Z[g], grad[g], theta[g], nblk, co)
                     elif st == 1:
@@ -283,7 +279,7 @@ def _flow_group(scheme, X, XT, y, H, b, mode, lams, hs, tols, n_fines, m_fines, 
             if phase[g] != _PHASE_STEPPING:
                 continue
             if exp:
-                co = co_h[g] if co_idx[g] == 0 else (co_fine[g] if co_idx[g] == 1 else co_tmp[g])
+                co = _coefficients_of(co_idx[g], co_h[g], co_fine[g], co_tmp[g])
                 flags, bad = _stage_final(Z[g], grad[g], nblk, co)
                 diverged = _exp_finish(Z[g], theta[g], nblk, flags, bad, tpiece[g], vnew_p[g], vnew_m[g], roots,
                                        I[g], F[g], C[g], LOG_T[g], LOG_C[g], LOG_S[g], co[C_H])

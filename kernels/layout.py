@@ -79,6 +79,7 @@ of an unpadded computation. ``PAD`` is 16 so that the vectorised loops (4 lanes 
 interleave) never fall into scalar tails; the flow kernel's work-array block
 (:data:`.flow.BLOCK`) divides it. :func:`round_up` is the one way the kernels round a
 size up to a multiple (``PAD`` here, ``TILE`` for the lockstep sweeps' matrices).
+:func:`block_view` is the one way the network kernels see a layer of a flat buffer.
 """
 
 from numba.extending import register_jitable
@@ -127,3 +128,16 @@ PAD = 16
 def round_up(n, multiple):
     """The smallest multiple of ``multiple`` (> 0) that is ``>= n`` (n >= 0); callable from ``@njit`` code too."""
     return -(-n // multiple) * multiple
+
+
+@register_jitable
+def block_view(buf, offset, rows, cols):
+    """The (rows, cols) row-major view of ``buf[offset:offset + rows·cols]`` (a layer of a network's flat
+    parameters, or of its activations); callable from ``@njit`` code too.
+
+    Why views: indexing a flat buffer with ``offset + i`` keeps Numba's negative-index
+    wrap-around test in the inner loops and stops LLVM from vectorising them; rows of 2-D
+    views indexed by a ``range`` variable vectorise (the same element order, the same bits).
+    """
+    return buf[offset:offset + rows * cols].reshape((rows, cols))
+

@@ -48,6 +48,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, OVERFLOW, fma
+from .layout import block_view
 from .rng import _draw_batch
 from .status import CONVERGED, DIVERGED, RUNNING
 from .vec_ir import LW, _rows_partial8
@@ -87,29 +88,31 @@ def _rows_dot(W, x, out, part):
 @njit(inline="always", **JIT_OPTIONS)
 def _layer(params, w_off, widths, layer):
     """W_l as a (m_l, m_{l+1}) row-major view of the flat parameters."""
-    start = w_off[layer]
-    return params[start:start + widths[layer] * widths[layer + 1]].reshape((widths[layer], widths[layer + 1]))
+    return block_view(params, w_off[layer], widths[layer], widths[layer + 1])
 
 
-@njit(**JIT_OPTIONS)
-def work_size(widths):
-    """Floats of the scratch buffer ``work`` of the functions below: Σ_l m_l + 10·max_l m_l."""
+@njit(inline="always", **JIT_OPTIONS)
+def _width_sum_and_max(widths):
+    """(Σ_l m_l, max_l m_l): the sizes of the scratch parts."""
     total = 0
     widest = 0
     for k in range(widths.shape[0]):
         total += widths[k]
         widest = max(widest, widths[k])
-    return total + 10 * widest
+    return total, widest
+
+
+@njit(**JIT_OPTIONS)
+def work_size(widths):
+    """Floats of the scratch buffer ``work`` of the functions below: Σ_l m_l + (2 + LW)·max_l m_l."""
+    total, widest = _width_sum_and_max(widths)
+    return total + (2 + LW) * widest
 
 
 @njit(inline="always", **JIT_OPTIONS)
 def _views(widths, work):
     """(suffix, evec, part, widest): the parts of ``work`` (see the module docstring)."""
-    total = 0
-    widest = 0
-    for k in range(widths.shape[0]):
-        total += widths[k]
-        widest = max(widest, widths[k])
+    total, widest = _width_sum_and_max(widths)
     suffix = work[:total]
     evec = work[total:total + 2 * widest]
     part = work[total + 2 * widest:total + 2 * widest + LW * widest].reshape((widest, LW))

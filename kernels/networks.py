@@ -44,6 +44,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, OVERFLOW, fma
+from .layout import block_view
 from .linear_networks import _product_loss, _product_loss_grad, is_product_net, product_net_step, work_size
 from .rng import _draw_batch
 from .status import CONVERGED, DIVERGED, RUNNING
@@ -60,22 +61,11 @@ def _activation_offsets(widths, n, offsets):
 
 
 @njit(**JIT_OPTIONS)
-def _block(buf, offset, rows, cols):
-    """The (rows, cols) row-major view of ``buf[offset:offset + rows·cols]``.
-
-    Why views: indexing a flat buffer with ``offset + i`` keeps Numba's negative-index
-    wrap-around test in the inner loops and stops LLVM from vectorising them; rows of 2-D
-    views indexed by a ``range`` variable vectorise (the same element order, the same bits).
-    """
-    return buf[offset:offset + rows * cols].reshape((rows, cols))
-
-
-@njit(**JIT_OPTIONS)
 def _forward(params, widths, w_off, b_off, relu, X, offsets, acts):
     """Activations of every layer for the rows of ``X`` into ``acts`` (layer 0 is a copy of X)."""
     n = X.shape[0]
     n_layers = widths.shape[0] - 1
-    A0 = _block(acts, offsets[0], n, widths[0])
+    A0 = block_view(acts, offsets[0], n, widths[0])
     for m in range(n):
         xr = X[m]
         ar = A0[m]
@@ -84,11 +74,11 @@ def _forward(params, widths, w_off, b_off, relu, X, offsets, acts):
     for layer in range(n_layers):
         fan_in = widths[layer]
         fan_out = widths[layer + 1]
-        W = _block(params, w_off[layer], fan_in, fan_out)
+        W = block_view(params, w_off[layer], fan_in, fan_out)
         bo = b_off[layer]
         hidden = layer < n_layers - 1
-        A_in = _block(acts, offsets[layer], n, fan_in)
-        Z = _block(acts, offsets[layer + 1], n, fan_out)
+        A_in = block_view(acts, offsets[layer], n, fan_in)
+        Z = block_view(acts, offsets[layer + 1], n, fan_out)
         if fan_out == 1:  # a scalar output: one dot product per sample (same order, same bits)
             for m in range(n):
                 a_in = A_in[m]
@@ -158,9 +148,9 @@ def _loss_grad(params, widths, w_off, b_off, relu, X, y, offsets, acts, deltas, 
         fan_in = widths[layer]
         fan_out = widths[layer + 1]
         bo = b_off[layer]
-        D = _block(deltas, offsets[layer + 1], n, fan_out)
-        A_in = _block(acts, offsets[layer], n, fan_in)
-        G = _block(grad, w_off[layer], fan_in, fan_out)
+        D = block_view(deltas, offsets[layer + 1], n, fan_out)
+        A_in = block_view(acts, offsets[layer], n, fan_in)
+        G = block_view(grad, w_off[layer], fan_in, fan_out)
         # ∇W[j, :] = Σ_m a[m, j] δ[m, :]
         for j in range(fan_in):
             g = G[j]
@@ -193,13 +183,13 @@ def _loss_grad(params, widths, w_off, b_off, relu, X, y, offsets, acts, deltas, 
         if layer == 0:
             break
         # δ_in[m, :] = (Σ_i δ[m, i] W[:, i]) ⊙ σ'(a_in[m, :]), with Wᵀ contiguous
-        W = _block(params, w_off[layer], fan_in, fan_out)
-        WT = _block(wt, 0, fan_out, fan_in)
+        W = block_view(params, w_off[layer], fan_in, fan_out)
+        WT = block_view(wt, 0, fan_out, fan_in)
         for j in range(fan_in):
             w = W[j]
             for i in range(fan_out):
                 WT[i, j] = w[i]
-        D_in = _block(deltas, offsets[layer], n, fan_in)
+        D_in = block_view(deltas, offsets[layer], n, fan_in)
         for m in range(n):
             d_in = D_in[m]
             dm = D[m]
