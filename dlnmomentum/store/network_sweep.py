@@ -51,6 +51,10 @@ from .sweep_format import fill_value, grid_chunks
 FORMAT_NAME = "dlnmomentum-network-sweep"
 FORMAT_VERSION = 1
 KIND = "network-sweep"
+#: The datasets over the grid: the point fields and the two masks, each ``(dtype, description)``.
+GRID = {**POINT_FIELDS,
+        "done": (np.uint8, "1 where the point has been computed and written"),
+        "session": (np.int16, "the run (1, 2, ...) of the sweep that computed the point, 0: none")}
 
 
 def create(path, config, dims, coords, shape, problem=None):
@@ -63,10 +67,7 @@ def create(path, config, dims, coords, shape, problem=None):
                         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         for name in dims:
             f.create_dataset(name, data=coords[name], fletcher32=True).make_scale(name)
-        grid = {name: (dtype, desc) for name, (dtype, desc) in POINT_FIELDS.items()}
-        grid["done"] = (np.uint8, "1 where the point has been computed and written")
-        grid["session"] = (np.int16, "the run (1, 2, ...) of the sweep that computed the point, 0: none")
-        for name, (dtype, desc) in grid.items():
+        for name, (dtype, desc) in GRID.items():
             fill = fill_value(dtype)
             ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=fill, chunks=grid_chunks(shape, len(shape)),
                                   fletcher32=True)  # one line of the last axis per chunk, as sweep stores
@@ -132,12 +133,11 @@ def repair(path):
     axis), so a damaged chunk of any of them is rewritten whole, in every dataset, without being read.
     Stores of 0.4.0 have no checksums: nothing to check.
     """
-    names = (*POINT_FIELDS, "session", "done")
     with signals_held(), open_h5_for_writing(path, rdcc_nbytes=0) as f:
         if f["done"].chunks is None:
             return 0
         damaged = {}
-        for name in names:
+        for name in GRID:
             ds = f[name]
             for sel in ds.iter_chunks():
                 try:
@@ -145,7 +145,7 @@ def repair(path):
                 except READ_ERRORS:
                     damaged[tuple((s.start, s.stop) for s in sel)] = sel
         for sel in damaged.values():
-            for name in names:
+            for name in GRID:
                 ds = f[name]
                 ds[sel] = np.full(tuple(s.stop - s.start for s in sel), fill_value(ds.dtype), dtype=ds.dtype)
         f.flush()
