@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 import pytest
-from scipy.integrate import solve_ivp
+import reference as ref  # tests/reference.py (benchmarks/conftest.py puts tests/ on the path)
 
 import dlnmomentum as dm
 
@@ -39,39 +39,10 @@ def problem():
 
 def _reference(problem, lam):
     """θ(T_MAX) of MGF(λ) by Radau (rtol 1e-12, exact Jacobian) on (w±, ẇ±); gradient flow by DOP853."""
-    H, b, d = problem.hessian, problem.b, problem.d
-
-    def grad_w(w):
-        wp, wm = w[:d], w[d:]
-        g = H @ ((wp * wp - wm * wm) / 4) - b
-        return np.concatenate([g * wp, -g * wm]), g
-
-    w0 = np.full(2 * d, ALPHA)
+    w0 = np.full(2 * problem.d, ALPHA)
     if lam == 0.0:
-        sol = solve_ivp(lambda t, w: -grad_w(w)[0], (0.0, T_MAX), w0, method="DOP853", rtol=1e-13, atol=1e-16)
-        w = sol.y[:, -1]
-        return (w[:d] ** 2 - w[d:] ** 2) / 4
-
-    def rhs(t, z):
-        w, v = z[:2 * d], z[2 * d:]
-        return np.concatenate([v, -(v + grad_w(w)[0]) / lam])
-
-    def jac(t, z):
-        w = z[:2 * d]
-        wp, wm = w[:d], w[d:]
-        _, g = grad_w(w)
-        Jg = np.block([[np.diag(g) + wp[:, None] * H * (wp / 2)[None, :], -wp[:, None] * H * (wm / 2)[None, :]],
-                       [-wm[:, None] * H * (wp / 2)[None, :], -np.diag(g) + wm[:, None] * H * (wm / 2)[None, :]]])
-        J = np.zeros((4 * d, 4 * d))
-        J[:2 * d, 2 * d:] = np.eye(2 * d)
-        J[2 * d:, :2 * d] = -Jg / lam
-        J[2 * d:, 2 * d:] = -np.eye(2 * d) / lam
-        return J
-
-    sol = solve_ivp(rhs, (0.0, T_MAX), np.concatenate([w0, np.zeros(2 * d)]), method="Radau", rtol=1e-12,
-                    atol=1e-15, jac=jac)
-    w = sol.y[:2 * d, -1]
-    return (w[:d] ** 2 - w[d:] ** 2) / 4
+        return ref.gf_dop853(problem.hessian, problem.b, T_MAX, w0)
+    return ref.mgf_radau(problem.hessian, problem.b, lam, T_MAX, w0, np.zeros(2 * problem.d))
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,11 @@
 
 Independent of the package's kernels: (u, v) form of eq. (SMGD:diag), the
 r(z) sums of Lemma 4 summed term by term, the mirror variable of
-eq. (MGDmirror) by its double sum.
+eq. (MGDmirror) by its double sum, MGF(λ) and gradient flow by SciPy's solvers.
 """
 
 import numpy as np
+from scipy.integrate import solve_ivp
 
 
 def smgd_uv(X, y, gamma, beta, steps, u0, v0, batches=None):
@@ -78,3 +79,51 @@ def heavy_ball_quadratic_closed_form(A, c, x0, gamma, beta, steps):
     k = steps + 1  # iterate w_{steps+1}
     e = C1 * t1**k + C2 * t2**k
     return x_star + Q @ e.real
+
+
+def _w_gradient(H, b, w):
+    """(∇_w L for w = (w₊, w₋), ∇L(θ)) with θ = (w₊² - w₋²)/4, Hessian form ∇L = Hθ - b."""
+    d = b.shape[0]
+    wp, wm = w[:d], w[d:]
+    g = H @ ((wp * wp - wm * wm) / 4) - b
+    return np.concatenate([g * wp, -g * wm]), g
+
+
+def mgf_radau(H, b, lam, t_max, w0, v0, rtol=1e-12, atol=1e-15):
+    """θ(t_max) of MGF(λ), λ > 0, from (w₀, ẇ₀) (both ``(2d,)``, w = (w₊, w₋)): SciPy's Radau on the
+    first-order system in (w, ẇ), λẅ + ẇ + ∇_w L = 0, with its exact Jacobian."""
+    d = b.shape[0]
+
+    def rhs(t, z):
+        w, v = z[:2 * d], z[2 * d:]
+        return np.concatenate([v, -(v + _w_gradient(H, b, w)[0]) / lam])
+
+    def jac(t, z):
+        w = z[:2 * d]
+        wp, wm = w[:d], w[d:]
+        _, g = _w_gradient(H, b, w)
+        Jg = np.block([[np.diag(g) + wp[:, None] * H * (wp / 2)[None, :], -wp[:, None] * H * (wm / 2)[None, :]],
+                       [-wm[:, None] * H * (wp / 2)[None, :], -np.diag(g) + wm[:, None] * H * (wm / 2)[None, :]]])
+        J = np.zeros((4 * d, 4 * d))
+        J[:2 * d, 2 * d:] = np.eye(2 * d)
+        J[2 * d:, :2 * d] = -Jg / lam
+        J[2 * d:, 2 * d:] = -np.eye(2 * d) / lam
+        return J
+
+    sol = solve_ivp(rhs, (0.0, t_max), np.concatenate([w0, v0]), method="Radau", rtol=rtol, atol=atol, jac=jac)
+    if not sol.success:
+        raise RuntimeError(f"Radau failed for lambda = {lam}: {sol.message}")
+    w = sol.y[:2 * d, -1]
+    return (w[:d] ** 2 - w[d:] ** 2) / 4
+
+
+def gf_dop853(H, b, t_max, w0, rtol=1e-13, atol=1e-16):
+    """θ(t_max) of gradient flow ẇ = -∇_w L from w₀ (``(2d,)``): SciPy's DOP853."""
+    d = b.shape[0]
+    sol = solve_ivp(lambda t, w: -_w_gradient(H, b, w)[0], (0.0, t_max), w0, method="DOP853", rtol=rtol,
+                    atol=atol)
+    if not sol.success:
+        raise RuntimeError(f"DOP853 failed: {sol.message}")
+    w = sol.y[:, -1]
+    return (w[:d] ** 2 - w[d:] ** 2) / 4
+

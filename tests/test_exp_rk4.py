@@ -6,9 +6,9 @@ import signal
 
 import numpy as np
 import pytest
+import reference as ref
 from conftest import rel
 from mpmath import mp
-from scipy.integrate import solve_ivp
 from signal_helpers import sigint_default
 from store_checks import assert_same_result
 
@@ -115,33 +115,7 @@ def test_coefficients_stay_finite_as_lambda_goes_to_zero():
 
 def _radau(problem, lam, t_max, w0, v0):
     """MGF(λ) as the first-order system in (w±, ẇ±), Hessian form of ∇L, with its exact Jacobian."""
-    H, b, d = problem.hessian, problem.b, problem.d
-
-    def grad_w(w):
-        wp, wm = w[:d], w[d:]
-        g = H @ ((wp * wp - wm * wm) / 4) - b
-        return np.concatenate([g * wp, -g * wm]), g
-
-    def rhs(t, z):
-        w, v = z[:2 * d], z[2 * d:]
-        return np.concatenate([v, -(v + grad_w(w)[0]) / lam])
-
-    def jac(t, z):
-        w = z[:2 * d]
-        wp, wm = w[:d], w[d:]
-        _, g = grad_w(w)
-        Jg = np.block([[np.diag(g) + wp[:, None] * H * (wp / 2)[None, :], -wp[:, None] * H * (wm / 2)[None, :]],
-                       [-wm[:, None] * H * (wp / 2)[None, :], -np.diag(g) + wm[:, None] * H * (wm / 2)[None, :]]])
-        J = np.zeros((4 * d, 4 * d))
-        J[:2 * d, 2 * d:] = np.eye(2 * d)
-        J[2 * d:, :2 * d] = -Jg / lam
-        J[2 * d:, 2 * d:] = -np.eye(2 * d) / lam
-        return J
-
-    sol = solve_ivp(rhs, (0.0, t_max), np.concatenate([w0, v0]), method="Radau", rtol=1e-12, atol=1e-15, jac=jac)
-    assert sol.success
-    w = sol.y[:2 * d, -1]
-    return (w[:d] ** 2 - w[d:] ** 2) / 4
+    return ref.mgf_radau(problem.hessian, problem.b, lam, t_max, w0, v0)
 
 
 def _slow_velocity(problem, u0, v0):
