@@ -50,6 +50,14 @@ class Trajectory:
     def __len__(self):
         return int(self.step.shape[0])
 
+    def __repr__(self):
+        """A summary (rows, step and time range, the fields and their shapes), not every recorded number."""
+        n = len(self)
+        span = (f": step {int(self.step[0])} ... {int(self.step[-1])}, time {float(self.time[0]):g} ... "
+                f"{float(self.time[-1]):g}") if n else ""
+        shapes = ", ".join(f"{k} {tuple(np.shape(v))}" for k, v in self.fields().items() if k not in ("step", "time"))
+        return f"Trajectory({n} rows{span}; {shapes})"
+
     def fields(self):
         """Name → array of every recorded quantity (including ``extra``)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)

@@ -2,12 +2,17 @@
 
 import math
 import numbers
+import os
 
 import numpy as np
 
 #: The largest number of steps (and step number) a run accepts: the kernels count steps, record
 #: schedules and rows in int64; 2**62 leaves room for a chunk added to any count.
 MAX_STEPS = 2**62
+#: The most values of one grid axis of a sweep (``gammas``, ``betas``, ``lams``, ``pairs``, ``reps``).
+MAX_GRID = 10**6
+#: The most points of one sweep (reps times the grid): every point keeps a few vectors of length d in memory.
+MAX_SWEEP_POINTS = 10**7
 
 
 def _range_text(low, high, low_open, high_open):
@@ -150,3 +155,75 @@ def as_design(X, y):
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"y must have shape ({X.shape[0]},) to match X of shape {X.shape}, got {y.shape}")
     return np.ascontiguousarray(X), np.ascontiguousarray(y)
+
+
+def as_bool(name, value):
+    """A bool (or numpy bool); anything else, ``"no"`` and ``1`` included, is a TypeError naming ``name``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def as_real_sequence(name, values, *, low=None, high=None, low_open=False, high_open=False, max_len=None):
+    """A 1-D float64 array of real numbers within [low, high], checked entry by entry (``name[i]`` named).
+
+    A scalar is a sequence of one. bool, str, complex and other non-real entries are a TypeError (never
+    cast: ``[True]`` is not 1.0, ``['0.1']`` is not 0.1); more than ``max_len`` entries is a ValueError.
+    """
+    raw = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
+    if raw.ndim == 0:
+        raw = raw.reshape(1)
+    if raw.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D sequence of numbers, got shape {raw.shape}")
+    if max_len is not None and raw.size > max_len:
+        raise ValueError(f"{name} must have at most {max_len} values, got {raw.size}")
+    return np.array([as_float(f"{name}[{i}]", v, low=low, high=high, low_open=low_open, high_open=high_open)
+                     for i, v in enumerate(raw.tolist())], dtype=np.float64)
+
+
+def check_sweep_size(reps, grid):
+    """A sweep of ``reps`` data sets over ``grid`` (name -> number of values) has at most MAX_SWEEP_POINTS."""
+    points = int(reps) * math.prod(int(n) for n in grid.values())
+    if points > MAX_SWEEP_POINTS:
+        sizes = " x ".join([f"reps={int(reps)}"] + [f"{k}={int(n)}" for k, n in grid.items()])
+        raise ValueError(f"a sweep takes at most {MAX_SWEEP_POINTS} points (reps times the grid), got {sizes} = "
+                         f"{points} points: split it into several sweeps")
+    return points
+
+
+def as_store_path(value, name="store"):
+    """A store's path as a ``str`` (``str`` or ``os.PathLike``): not empty, not a directory, in a directory that exists.
+
+    Checked before any work starts: an empty path, a directory or a missing parent directory would
+    otherwise surface only when the file is created (or as a missing lock file).
+    """
+    try:
+        path = os.fspath(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}") from None
+    if not isinstance(path, str):
+        raise TypeError(f"{name} must be a path as str (or os.PathLike giving a str), got {type(path).__name__}")
+    if not path.strip():
+        raise ValueError(f"{name} must be a file path, got {path!r} (empty)")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{name} {path} is a directory; give the path of a file in it "
+                                f"(e.g. {os.path.join(path, 'store.h5')})")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.lexists(path) and not os.path.isdir(parent):
+        raise FileNotFoundError(f"{name} {path}: directory {parent} does not exist (create it first)")
+    return path
+
+
+def check_data_scale(problem, stiffness=None):
+    """The data's moments XᵀX/n and Xᵀy/n (``problem.hessian``, ``problem.b``) finite, and, for flows, the
+    stiffness estimate ``stiffness()`` too (returned): data scaled beyond them (X * 1e200) overflows in every
+    gradient, so it is refused by name before any work."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = bool(np.all(np.isfinite(problem.hessian)) and np.all(np.isfinite(problem.b)))
+        kappa = None if stiffness is None else (stiffness() if finite else math.inf)
+    if not finite or (kappa is not None and not math.isfinite(kappa)):
+        what = "XᵀX/n and Xᵀy/n are" if stiffness is None else \
+            "XᵀX/n, Xᵀy/n and the stiffness estimate of this problem are"
+        got = "" if stiffness is None else f" (got kappa = {kappa!r})"
+        raise ValueError(f"X must be scaled so that {what} finite{got}: rescale X and y")
+    return kappa

@@ -6,12 +6,13 @@ module fails to import is an import error, never a missing command.
 """
 
 import argparse
+import os
 import sys
 
 from ..sweeps.cuda import CudaUnavailableError
 from ..sweeps.distributed import BlockFailedError, DistributedUnavailableError
 from . import figure, flow, network, run, store, sweep, theory
-from .common import EXIT_CODES_HELP, EXIT_ERROR, EXIT_INTERRUPTED
+from .common import EXIT_BROKEN_PIPE, EXIT_CODES_HELP, EXIT_ERROR, EXIT_INTERRUPTED, given_options
 
 #: The command modules, in the order of ``dlnm --help``.
 COMMANDS = (run, flow, sweep, network, store, theory, figure)
@@ -31,8 +32,17 @@ def main(argv=None):
     """Run ``dlnm`` with ``argv``; returns the exit code (see ``dlnm --help``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.given = given_options(build_parser(), sys.argv[1:] if argv is None else argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a reader that went away (`dlnm inspect X | head`) is met here, not at exit
+        return code
+    except BrokenPipeError:
+        # the reader of stdout went away: stop quietly, as a command killed by SIGPIPE does (the shell's 141)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush then has nowhere to fail
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:  # a second Ctrl-C: the state is kept as at the last chunk or wave
         print("dlnm: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

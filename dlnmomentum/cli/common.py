@@ -14,12 +14,26 @@ from ..sweeps.grid import parse_grid
 EXIT_OK = 0           # finished: converged or used its budget; a sweep complete; a command done
 EXIT_DIVERGED = 1     # the run diverged (its result and store are still written)
 EXIT_ERROR = 2        # bad arguments or input, a missing, locked or damaged file (message on stderr)
-EXIT_INTERRUPTED = 130  # stopped by Ctrl-C or SIGTERM; the state is kept and can be resumed
+EXIT_INTERRUPTED = 130  # stopped by Ctrl-C, SIGTERM or SIGHUP; the state is kept and can be resumed
+EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`dlnm inspect X | head`): 128 + SIGPIPE, no message
 
 EXIT_CODES_HELP = (f"exit codes: {EXIT_OK} finished (converged or budget used; sweep complete), "
                    f"{EXIT_DIVERGED} the run diverged, {EXIT_ERROR} bad input or an unusable file, "
                    f"{EXIT_INTERRUPTED} interrupted (Ctrl-C/SIGTERM; resume with dlnm resume or "
                    "dlnm sweep --resume)")
+
+
+def given_options(parser, argv):
+    """The destinations of the options ``argv`` names itself (not left at their defaults), parsed by ``parser``
+    (a fresh copy of the command line's parser, whose defaults this changes)."""
+    parsers = [parser]
+    while parsers:
+        p = parsers.pop()
+        for action in p._actions:  # (argparse has no public walk of its actions)
+            action.default = argparse.SUPPRESS
+            if isinstance(action, argparse._SubParsersAction):
+                parsers.extend(action.choices.values())
+    return {k for k, v in vars(parser.parse_args(argv)).items() if v is not argparse.SUPPRESS}
 
 
 def exit_code(status):
@@ -113,7 +127,21 @@ def print_result(result, args, problem=None):
         if problem is not None:
             print(problem.summary())
         print(result.summary())
-    return exit_code(result.status)
+    code = exit_code(result.status)
+    if code == EXIT_INTERRUPTED:  # say how to go on, as dlnm inspect does
+        store = getattr(args, "store", None) or getattr(args, "path", None)
+        print(f"dlnm {args.command}: interrupted after {result.steps_done} steps; "
+              + (f"continue with: dlnm resume {store}" if store else
+                 "nothing was kept (no --store): give --store FILE to make a run resumable"), file=sys.stderr)
+    return code
+
+
+def print_theory(result, args, theorem):
+    """``--theory`` (text output): the prediction gap of Theorem ``theorem`` (1: flows, 2: MGD) and the normalized
+    distance to gradient flow at scale Delta_inf."""
+    if args.theory and not args.json:
+        print(f"prediction gap (Thm {theorem})      : {result.prediction_gap:.3e}")
+        print(f"normalized distance to GF_D : {result.normalized_distance:.3e}")
 
 
 def _non_finite(value):

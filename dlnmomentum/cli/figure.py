@@ -74,11 +74,22 @@ def register(subparsers):
     p.add_argument("name", choices=tuple(FIGURES), metavar="NAME", help="one of: " + ", ".join(FIGURES))
     _size_flags(p)
     p.set_defaults(func=_cmd_figure)
-    p = subparsers.add_parser("plot", help="redraw a figure store (runs nothing)")
-    p.add_argument("store", help="a figure store written by dlnm figure / dlnm reproduce")
+    p = subparsers.add_parser("plot", help="redraw a figure store (runs nothing)",
+                              description="Draw a figure again, to PNG and PDF, from its figure store alone (runs "
+                              "nothing). It accepts figure stores only: the <out>/<name>.h5 files that dlnm figure "
+                              "and dlnm reproduce write (kind 'figure'). Run stores, sweep stores and network sweep "
+                              "stores are data, not figures: dlnm inspect describes them, and "
+                              "dlnmomentum.open_store / dlnmomentum.open_sweep read them.")
+    p.add_argument("store", help="a figure store <out>/<name>.h5 written by dlnm figure / dlnm reproduce")
     p.add_argument("--out", default=None, help="folder for the images (default: next to the store)")
     p.set_defaults(func=_cmd_plot)
-    p = subparsers.add_parser("reproduce", help="compute and draw every diagonal-network figure of the paper")
+    p = subparsers.add_parser("reproduce", help="compute and draw every figure of the paper (diagonal and "
+                              "small networks)",
+                              description="Compute and draw every figure of the paper, the diagonal linear networks' "
+                              "and the small networks' (teacher-student ReLU, deep linear), as dlnm figure does for "
+                              f"one: each into <out>/<name>.h5 (its sweeps resumable under <out>/parts) and to PNG "
+                              f"and PDF. Sizes {sizes}; an existing store of the same size is redrawn, not "
+                              "recomputed. Figures: " + ", ".join(FIGURES))
     _size_flags(p)
     p.add_argument("--only", nargs="+", choices=tuple(FIGURES), default=None, metavar="NAME",
                    help="only these figures")

@@ -1,11 +1,17 @@
 """``dlnm network``: MGD / SMGD on the paper's small networks (teacher-student ReLU, deep linear), one run or a
 (β, γ) sweep, optionally stored and resumed."""
 
+import argparse
 import os
 import sys
 
 from ..api import mgd, networks_sweep, resume_sweep
 from ..networks import deep_linear, teacher_student
+from ..store.files import to_jsonable
+from ..store.network_sweep import read as read_network_sweep
+from ..sweeps.networks import is_network_sweep
+from ..sweeps.networks import make_config as make_network_config
+from ..validate import as_int
 from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -26,7 +32,7 @@ def _spec(args):
         return {"generator": "teacher_student", "n": args.n if args.n is not None else 15,
                 "d": args.d if args.d is not None else 2, "teacher_width": args.teacher_width,
                 "student_width": args.student_width, "n_test": args.n_test}
-    widths = [int(w) for w in args.widths.split(",")] if args.widths else [30, 60, 120, 60, 1]
+    widths = args.widths or [30, 60, 120, 60, 1]
     return {"generator": "deep_linear", "widths": widths, "init_std": args.init_std,
             "n": args.n if args.n is not None else 20, "d": args.d if args.d is not None else widths[0],
             "s": args.s, "mu": args.mu, "sigma": args.sigma, "n_test": args.n_test}
@@ -38,8 +44,25 @@ def _problem(args):
     return generator(**spec, seed=args.data_seed)
 
 
+def _widths(text):
+    """``--widths 30,60,1``: layer widths, each an integer >= 1; a malformed entry is named."""
+    items = str(text).split(",")
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(as_int(f"--widths[{i}]", float(item), low=1))
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"--widths must be layer widths 'm0,m1,...,1', integers >= 1; got "
+                                             f"{text!r} (entry {i + 1}, {item.strip()!r})") from None
+    return out
+
+
 def _cmd_network(args):
+    if (args.gamma is not None or args.beta is not None) and (args.gammas is not None or args.betas is not None):
+        raise ValueError("give --gamma and --beta (one run) or --gammas and --betas (a sweep), not both: "
+                         "--gamma/--beta would be ignored by a sweep")
     if args.resume and args.store and os.path.exists(args.store):
+        _refuse_other_arguments(args, args.store)
         return _finish_sweep(resume_sweep(args.store, log=_log(args)), args)
     if args.gammas is not None or args.betas is not None:
         if args.gammas is None or args.betas is None:
@@ -55,6 +78,58 @@ def _cmd_network(args):
                  seed=args.seed, tol=args.tol, record=record_from_args(args), progress=progress_wanted(args),
                  store=args.store, overwrite=args.overwrite)
     return print_result(result, args, problem)
+
+
+#: The options of ``dlnm network`` that define a sweep (its stored configuration): destination -> option.
+DEFINING = {"gammas": "--gammas", "betas": "--betas", "steps": "--steps", "reps": "--reps", "tol": "--tol",
+            "batch_size": "--batch-size", "replace": "--replace", "data_seed": "--data-seed", "n": "--n", "d": "--d",
+            "teacher_width": "--teacher-width", "student_width": "--student-width", "widths": "--widths",
+            "init_std": "--init-std", "s": "--s", "mu": "--mu", "sigma": "--sigma", "n_test": "--n-test"}
+_SWEEP_ARGUMENTS = ("gammas", "betas", "steps", "reps", "tol", "batch_size", "replace")
+
+
+def _refuse_other_arguments(args, path):
+    """``--resume`` continues the stored sweep as it is: options given with it that describe another sweep (9 gammas
+    where 8 are stored, ``--batch-size 5`` on a full-batch sweep, another architecture) are refused, named."""
+    given = [d for d in DEFINING if d in getattr(args, "given", ())]
+    if not is_network_sweep(path):
+        if given:
+            raise ValueError(f"--store {path} holds no network sweep; continue it with the command that made it "
+                             f"(dlnm inspect {path} tells which)")
+        return
+    stored, _, _, _ = read_network_sweep(path)
+    spec = stored.get("spec")
+    generator = args.architecture.replace("-", "_")
+    if spec is not None and spec["generator"] != generator:
+        stored_arch = spec["generator"].replace("_", "-")
+        raise ValueError(f"--store {path} holds a {stored_arch} sweep, not {args.architecture}; continue it with dlnm "
+                         f"network {stored_arch} --store {path} --resume, or give another --store")
+    if not given:
+        return
+    how = (f"--resume continues the stored sweep as it is: drop them to continue it (dlnm network {args.architecture} "
+           f"--store {path} --resume), or give another --store")
+    data = [d for d in given if d not in _SWEEP_ARGUMENTS + ("data_seed",)]
+    if spec is None:  # a sweep of a given NetworkProblem (Python API): the data options cannot describe it
+        if data:
+            raise ValueError(f"--store {path} holds a sweep of a given network problem, which "
+                             f"{', '.join(DEFINING[d] for d in data)} cannot describe; {how}")
+    else:
+        spec = dict(spec, **{d: getattr(args, d) for d in data if d in _spec(args)})  # options of its architecture
+    kw = {k: stored[k] for k in _SWEEP_ARGUMENTS}
+    kw.update({d: getattr(args, d) for d in given if d in _SWEEP_ARGUMENTS})
+    seed = args.data_seed if "data_seed" in given else stored["seed"]
+    options = ", ".join(DEFINING[d] for d in given)
+    try:
+        requested, _ = make_network_config(spec if spec is not None else read_network_sweep(path)[1], seed=seed, **kw)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--store {path} holds another sweep than {options} describe ({exc}); {how}") from None
+    differ = [k for k in requested if to_jsonable(stored.get(k)) != to_jsonable(requested[k])]
+    sources = {"seed": ("data_seed",), "spec": data, "fingerprint": data, "kind": ("batch_size",)}
+    named = [d for d in given if any(d in sources.get(k, (k,)) for k in differ)]
+    if named:
+        raise ValueError(f"--store {path} holds a sweep made with other arguments: "
+                         f"{', '.join(DEFINING[d] for d in named)} {'differs' if len(named) == 1 else 'differ'} "
+                         f"from the stored sweep (in {', '.join(differ)}); {how}")
 
 
 def _log(args):
@@ -88,7 +163,8 @@ def register(subparsers):
     p.add_argument("--betas", type=grid_option("--betas"), default=None, help="momenta of a sweep")
     p.add_argument("--steps", type=parse_int, default=1000, help="updates per run (default 1000), e.g. 2e5")
     p.add_argument("--reps", type=int, default=1, help="data replications of a sweep (default 1)")
-    p.add_argument("--tol", type=float, default=None, help="stop a run when its train loss is <= tol")
+    p.add_argument("--tol", type=float, default=None, help="stop a run when its train loss is <= tol (status "
+                   "converged); without it every run uses its whole budget and none reports converged")
     p.add_argument("--batch-size", type=int, default=None, help="SMGD batch size (default: full batch)")
     p.add_argument("--replace", action="store_true", help="SMGD batches with replacement")
     p.add_argument("--seed", type=int, default=0, help="batch seed of one run")
@@ -104,7 +180,8 @@ def register(subparsers):
     g.add_argument("--d", type=int, default=None, help="input dimension (2 teacher-student, widths[0] deep linear)")
     g.add_argument("--teacher-width", type=int, default=5, help="teacher hidden units (default 5)")
     g.add_argument("--student-width", type=int, default=20, help="student hidden units (default 20)")
-    g.add_argument("--widths", default=None, help="deep linear layer widths, comma separated (default 30,60,120,60,1)")
+    g.add_argument("--widths", type=_widths, default=None,
+                   help="deep linear layer widths, comma separated (default 30,60,120,60,1)")
     g.add_argument("--init-std", type=float, default=0.1, help="deep linear initialisation std (default 0.1)")
     g.add_argument("--s", type=int, default=5, help="deep linear: sparsity of theta* (default 5)")
     g.add_argument("--mu", type=float, default=1.0, help="deep linear: input mean (default 1)")

@@ -6,6 +6,7 @@ from .common import (
     add_record_arguments,
     parse_int,
     print_result,
+    print_theory,
     problem_from_args,
     progress_wanted,
     record_from_args,
@@ -19,9 +20,7 @@ def _cmd_run(args):
                  progress=progress_wanted(args), store=args.store,
                  overwrite=args.overwrite, checkpoint_every=args.checkpoint_every)
     code = print_result(result, args, problem)
-    if args.theory and not args.json:
-        print(f"prediction gap (Thm 2)      : {result.prediction_gap:.3e}")
-        print(f"normalized distance to GF_D : {result.normalized_distance:.3e}")
+    print_theory(result, args, 2)
     return code
 
 
@@ -36,7 +35,8 @@ def register(subparsers):
     run.add_argument("--batch-size", type=int, default=None, help="SMGD batch size in [1, n] (default: full)")
     run.add_argument("--replace", action="store_true", help="sample batches with replacement")
     run.add_argument("--seed", type=int, default=0, help="seed of the batch sampling")
-    run.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol")
+    run.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol (status "
+                     "converged); without it a run always uses its whole budget and never reports converged")
     add_record_arguments(run, parse_int, "record every K steps (K >= 1)")
     run.add_argument("--store", default=None, help="stream the run to this HDF5 file")
     run.add_argument("--overwrite", action="store_true", help="replace an existing --store file")

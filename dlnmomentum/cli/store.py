@@ -1,33 +1,44 @@
-"""``dlnm inspect`` and ``dlnm resume``: what a store holds, and continuing a stored run."""
+"""``dlnm inspect`` and ``dlnm resume``: what a store holds (every kind of file the package writes), and
+continuing a stored run."""
 
 import os
 import sys
 
-from ..store import StoreError, resume
-from ..store.read import DAMAGED, file_kind, inspect_json, inspect_lines
-from ..store.sweep_format import FORMAT_NAME as SWEEP_FORMAT
-from ..store.sweep_format import FORMAT_VERSION as SWEEP_VERSION
+from ..figures import open_figure
+from ..store import resume
+from ..store.files import StoreError
+from ..store.kinds import store_kind, wrong_kind
+from ..store.read import DAMAGED, inspect_json, inspect_lines
 from ..sweeps.execute import inspect_lines as sweep_inspect_lines
-from ..sweeps.execute import open_sweep
+from ..sweeps.execute import open_sweep, store_format
 from ..sweeps.result import summary_dict
 from .common import EXIT_ERROR, EXIT_OK, print_json, print_result, progress_wanted
 
 
 def _sweep_json(path):
     out = summary_dict(open_sweep(path))
-    out.update(file_size=os.path.getsize(path), format=SWEEP_FORMAT, format_version=SWEEP_VERSION)
+    name, version = store_format(path)
+    out.update(file_size=os.path.getsize(path), format=name, format_version=version)
     return out
 
 
 def _cmd_inspect(args):
-    if file_kind(args.path) == "sweep":
+    kind = store_kind(args.path)  # one reader per kind of file: run, sweep, network sweep, figure stores
+    if kind in ("sweep", "network-sweep"):
         if args.json:
             print_json(_sweep_json(args.path))
         else:
             for line in sweep_inspect_lines(args.path):
                 print(line)
         return EXIT_OK
-    if args.json:
+    if kind == "figure":
+        fs = open_figure(args.path)
+        if args.json:
+            print_json(fs.to_dict())
+        else:
+            print(fs.summary())
+        return EXIT_OK
+    if args.json:  # a run store (or a foreign HDF5 file: the reader says so)
         out = inspect_json(args.path)
         print_json(out)
         damaged = "damaged" in out
@@ -44,20 +55,25 @@ def _cmd_inspect(args):
 
 
 def _cmd_resume(args):
-    if file_kind(args.path) == "sweep":
-        raise StoreError(f"{args.path} is a sweep store; continue it with "
-                         f"`dlnm sweep ... --store {args.path} --resume` (dlnmomentum.resume_sweep)")
+    try:
+        kind = store_kind(args.path)
+    except StoreError:  # (a run store left open by a writer that died: resume repairs it)
+        kind = "run"
+    if kind != "run":  # a sweep, network sweep or figure store: named, with the command that continues it
+        raise wrong_kind(args.path, kind, "run", action="resume")
     result = resume(args.path, progress=progress_wanted(args), checkpoint_every=args.checkpoint_every)
     return print_result(result, args)
 
 
 def register(subparsers):
     """Add ``dlnm inspect PATH`` and ``dlnm resume PATH``."""
-    p = subparsers.add_parser("inspect", help="describe a stored run (or sweep): configuration, status, "
-                              "final metrics, recorded fields, file size",
-                              description="Print what an HDF5 store holds. Damaged files give an error, "
+    p = subparsers.add_parser("inspect", help="describe a store: a run, sweep, network sweep or figure store "
+                              "(configuration, status, results, file size)",
+                              description="Print what an HDF5 file written by dlnmomentum holds: a run store "
+                              "(dlnm run/flow/network --store), a sweep or network sweep store (dlnm sweep/network "
+                              "--store) or a figure store (dlnm figure/reproduce). Damaged files give an error, "
                               "never a hang.")
-    p.add_argument("path", help="the .h5 store")
+    p.add_argument("path", help="the .h5 store (any kind)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_inspect)
     r = subparsers.add_parser("resume", help="continue an interrupted or crashed stored run",

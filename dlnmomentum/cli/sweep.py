@@ -1,13 +1,19 @@
 """``dlnm sweep``: a (β, γ) grid of MGD/SMGD runs or a λ line of flows, optionally stored and resumed."""
 
 import argparse
+import logging
 import os
 import sys
 
 import numba
 
 from ..api import resume_sweep, sweep
+from ..store.sweep_format import SweepFile
 from ..sweeps.distributed import connect
+from ..sweeps.networks import is_network_sweep
+from ..sweeps.plan import config_differences, flow_scheme
+from ..sweeps.plan import make_config as make_sweep_config
+from ..sweeps.result import summary_dict
 from ..validate import as_int
 from .common import (
     EXIT_INTERRUPTED,
@@ -37,14 +43,97 @@ def _cmd_sweep(args):
     if args.scheduler is None:
         return _run(args, log, progress, None)
     client = connect(args.scheduler)
+    # the client's own log of a lost scheduler (a traceback per reconnection attempt) is left out: the sweep
+    # reports the loss itself, with what the store keeps and how to go on
+    quiet = logging.getLogger("distributed.client")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
     try:
         return _run(args, log, progress, client)
     finally:
         client.close()
+        quiet.setLevel(level)
+
+
+#: The options of ``dlnm sweep`` that define the sweep (its stored configuration): destination -> option.
+DEFINING = {"gammas": "--gammas", "betas": "--betas", "lams": "--lams", "pairs": "--pairs", "steps": "--steps",
+            "t_max": "--t-max", "scheme": "--scheme", "reps": "--reps", "batch_size": "--batch-size",
+            "replace": "--replace", "alpha": "--alpha", "tol": "--tol", "gradient": "--gradient", "theory": "--theory",
+            "theory_tol": "--theory-tol", "data_seed": "--data-seed", "n": "--n", "d": "--d", "s": "--s",
+            "mu": "--mu", "sigma": "--sigma", "n_test": "--n-test"}
+_DATA = ("n", "d", "s", "mu", "sigma", "n_test")
+#: Which options can make each key of a stored configuration differ (:func:`config_differences`).
+_KEY_OPTIONS = {"kind": ("steps", "t_max", "lams", "gammas", "betas", "pairs", "batch_size"),
+                "design": ("gammas", "betas", "lams", "pairs"), "seed": ("data_seed",), "spec": _DATA,
+                "fingerprint": _DATA + ("data_seed",), "gammas": ("gammas", "pairs", "lams"),
+                "betas": ("betas", "pairs"), "replace": ("replace", "batch_size")}
+
+
+def _stored_arguments(config):
+    """The arguments of :func:`dlnmomentum.sweep` that make the stored configuration ``config``."""
+    get = config.get  # (stores of older versions may lack a key: the default it had)
+    kw = dict(gammas=None, betas=None, lams=None, pairs=None, steps=get("steps"), t_max=get("t_max"),
+              reps=get("reps", 1), batch_size=get("batch_size"), seed=get("seed", 0), tol=get("tol"),
+              alpha=get("alpha", 0.01), replace=bool(get("replace", False)), gradient=get("gradient", "auto"),
+              theory=bool(get("theory", False)), theory_tol=get("theory_tol", 1e-8),
+              scheme=flow_scheme(config) if config["kind"] == "mgf" else "auto")
+    design = config.get("design") or ("line" if config["kind"] == "mgf" else "grid")
+    if design == "pairs":
+        kw["pairs"] = list(zip(config["gammas"], config["betas"], strict=True))
+    else:
+        kw.update({k: config[k] for k in {"grid": ("gammas", "betas"), "lam-grid": ("lams", "betas"),
+                                          "line": ("lams",)}[design]})
+    return kw
+
+
+def _refuse_other_arguments(args, path):
+    """``--resume`` continues the stored sweep as it is: options given with it that describe another sweep (9 gammas
+    where 8 are stored, ``--batch-size 5`` on a full-batch sweep) are refused, named, before any work."""
+    given = [d for d in DEFINING if d in getattr(args, "given", ())]
+    if not given:
+        return
+    options = ", ".join(DEFINING[d] for d in given)
+    how = (f"--resume continues the stored sweep as it is: drop them to continue it (dlnm sweep --store {path} "
+           "--resume), or give another --store")
+    if is_network_sweep(path):
+        raise ValueError(f"--store {path} holds a network sweep, which {options} cannot describe; --resume "
+                         f"continues the stored sweep as it is: continue it with dlnm network ARCHITECTURE --store "
+                         f"{path} --resume, or give another --store")
+    stored, problem = SweepFile(path).read_config(action="resume")
+    kw = _stored_arguments(stored)
+    design = [d for d in ("gammas", "betas", "lams", "pairs") if d in given]
+    if "pairs" in design:
+        kw.update(gammas=None, betas=None, lams=None)
+    elif design:
+        kw["pairs"] = None
+        if "lams" in design and "gammas" not in design:
+            kw["gammas"] = None
+        if "gammas" in design and "lams" not in design:
+            kw["lams"] = None
+    kw.update({d if d != "data_seed" else "seed": getattr(args, d) for d in given if d not in _DATA})
+    spec = stored.get("spec")
+    if spec is None:  # a sweep of a given Problem (Python API): the data options cannot describe it
+        data = [d for d in given if d in _DATA]
+        if data:
+            raise ValueError(f"--store {path} holds a sweep of a given data set, which "
+                             f"{', '.join(DEFINING[d] for d in data)} cannot describe; {how}")
+    else:
+        spec = dict(spec, **{d: getattr(args, d) for d in given if d in _DATA})
+    try:
+        requested, _ = make_sweep_config(spec if spec is not None else problem, **kw)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"--store {path} holds another sweep than {options} describe ({exc}); {how}") from None
+    differ = config_differences(stored, requested)
+    named = [d for d in given if any(d in _KEY_OPTIONS.get(k, (k,)) for k in differ)]
+    if named:
+        raise ValueError(f"--store {path} holds a sweep made with other arguments: "
+                         f"{', '.join(DEFINING[d] for d in named)} {'differs' if len(named) == 1 else 'differ'} "
+                         f"from the stored sweep (in {', '.join(differ)}); {how}")
 
 
 def _run(args, log, progress, client):
     if args.resume and args.store and os.path.exists(args.store):
+        _refuse_other_arguments(args, args.store)
         result = resume_sweep(args.store, progress=progress, block_size=args.block_size, log=log,
                               wave_size=args.wave_size, device=args.device, client=client)
     else:
@@ -65,6 +154,9 @@ def _run(args, log, progress, client):
     if args.json:
         out = {"complete": result.complete, "interrupted": bool(getattr(result, "interrupted", False)),
                "done": int(result.done.sum()), "points": int(result.done.size), "store": result.path}
+        if result.path is None:  # nothing else keeps them: the points themselves (non-finite values are null)
+            out.update(dims=list(result.dims), coords=result.coords, data=result.data,
+                       done_mask=result.done, status_names=result.status_names, summary=summary_dict(result))
         print_json(out)
     else:
         print(result.summary())
@@ -79,9 +171,11 @@ def _run(args, log, progress, client):
 def _pairs(text):
     """``--pairs 'g/b,g/b'``: a list of (gamma, beta); a malformed entry is named."""
     out = []
-    for item in str(text).split(","):
-        if not item.strip():
-            continue
+    items = str(text).split(",")
+    for i, item in enumerate(items):
+        if not item.strip():  # "0.01/0.9,,0.1/0": a pair left out is not dropped silently
+            raise argparse.ArgumentTypeError(f"--pairs must be 'gamma/beta,gamma/beta,...'; got {text!r} (pair "
+                                             f"{i + 1} of {len(items)} is empty)")
         parts = item.split("/")
         try:
             if len(parts) != 2:
@@ -119,8 +213,11 @@ def register(subparsers):
     p.add_argument("--batch-size", type=int, default=None, help="SMGD batch size (default: full batch)")
     p.add_argument("--replace", action="store_true", help="SMGD batches with replacement")
     p.add_argument("--alpha", type=float, default=0.01, help="initialisation scale u0 = alpha, v0 = 0")
-    p.add_argument("--tol", type=float, default=None, help="stop a run when its train loss is <= tol")
-    p.add_argument("--gradient", choices=("auto", "hessian", "data"), default="auto", help="gradient form")
+    p.add_argument("--tol", type=float, default=None, help="stop a run when its train loss is <= tol (status "
+                   "converged); without it every run uses its whole budget and none reports converged")
+    p.add_argument("--gradient", choices=("auto", "hessian", "data"), default="auto",
+                   help="how full-batch gradients are computed (same result up to rounding): hessian H theta - b "
+                   "(d^2 per gradient), data X^T (X theta - y)/n (2nd), auto the cheaper of the two (default)")
     p.add_argument("--theory", action="store_true", help="compute Theorem 2's prediction gap and the "
                    "normalized distance for converged points")
     p.add_argument("--theory-tol", type=float, default=1e-8, help="with --theory: points that end with a "
@@ -143,7 +240,8 @@ def register(subparsers):
                    "(default: about 20 s of work); with --scheduler: points per task (default: about 8 tasks "
                    "per worker)")
     p.add_argument("--log", action="store_true", help="print a line to stderr after every written wave")
-    p.add_argument("--json", action="store_true", help="print a JSON summary")
+    p.add_argument("--json", action="store_true", help="print JSON: the summary and, without --store (where "
+                   "the points would be lost), every point's fields with the coordinates")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_problem_arguments(p)
     p.set_defaults(func=_cmd_sweep)

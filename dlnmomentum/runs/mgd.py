@@ -21,7 +21,7 @@ from ..kernels.rng import _fill_batches, _seed_state
 from ..problem import Problem
 from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
 from ..status import Status
-from ..validate import MAX_STEPS, as_float, as_int
+from ..validate import MAX_STEPS, as_float, as_int, check_data_scale
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
 
 
@@ -138,6 +138,7 @@ def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, see
     seed = as_int("seed", seed, low=0, high=2**63 - 1)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     check_gradient_form(gradient)
+    check_data_scale(problem)  # X * 1e200: refused by name, as flows do, not a run that "diverges"
     return MGDConfig(gamma, beta, steps, batch_size, bool(replace), seed, tol, gradient)
 
 

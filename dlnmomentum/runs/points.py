@@ -93,6 +93,33 @@ ADDED_IN_V2 = {"sign_changes": -1, "pred_train_loss": np.nan, "pred_test_loss": 
                "theta_pred": np.nan}
 
 
+#: Fields that hold codes, with the name of every code: read by :meth:`dlnmomentum.Sweep.names`, and written
+#: as the CF attributes ``flag_values``/``flag_meanings`` of their datasets (:func:`flag_attributes`), which
+#: xarray shows.
+CODED_FIELDS = {"status": {int(s): s.label for s in Status},
+                "theory_reason": {int(r): r.name.lower() for r in TheoryReason}}
+
+
+def flag_attributes(name, dtype=np.int8):
+    """The CF attributes ``flag_values`` (codes, as ``dtype``) and ``flag_meanings`` (their names, space
+    separated) of a coded field; ``{}`` for any other field."""
+    codes = CODED_FIELDS.get(name)
+    if codes is None:
+        return {}
+    return {"flag_values": np.array(list(codes), dtype=dtype), "flag_meanings": " ".join(codes.values())}
+
+
+def code_names(name, codes):
+    """The names of the codes ``codes`` of the coded field ``name``, as a str array of the same shape (a code
+    this version does not know, from a newer file: its number as text)."""
+    table = CODED_FIELDS[name]
+    codes = np.asarray(codes)
+    out = np.empty(codes.shape, dtype=object)
+    for code in np.unique(codes):
+        out[codes == code] = table.get(int(code), str(int(code)))
+    return out.astype(str)
+
+
 def field_description(name):
     """The description of a point field (its name for an unknown one)."""
     return (SCALAR_FIELDS.get(name) or VECTOR_FIELDS.get(name) or PARAMETER_FIELDS.get(name) or (None, name))[1]

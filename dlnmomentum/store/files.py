@@ -19,6 +19,7 @@ import h5py
 import numpy as np
 
 from ..runs import registry
+from .handles import locked_by_another_process, open_handles
 
 CHECKPOINT_FORMAT = "dlnmomentum-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -52,8 +53,21 @@ def utc_now():
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def real_path(path):
+    """``path`` itself, or, when a symbolic link is on the way, the file it leads to (``os.path.realpath``).
+
+    Writers work on this path: the lock and the checkpoints of a store are named after the file itself, so
+    a symlink to a store is locked out while another process writes the store (and finds its checkpoints),
+    and a file written through a symlink replaces the file, never the link.
+    """
+    path = os.fspath(path)
+    real = os.path.realpath(path)
+    return path if real == os.path.abspath(path) else real
+
+
 def side_paths(path):
-    """The files next to a store: checkpoint, previous checkpoint, lock."""
+    """The files next to a store (named after :func:`real_path`): checkpoint, previous checkpoint, lock."""
+    path = real_path(path)
     return {"checkpoint": path + ".ckpt", "previous": path + ".ckpt.prev", "lock": path + ".lock"}
 
 
@@ -419,6 +433,10 @@ def clear_status_flags(path):
 READ_WAIT = 10.0
 #: Seconds a writer waits for readers holding an HDF5 lock on the file before giving up.
 WRITE_WAIT = 60.0
+#: Seconds a writer waits for another handle of its own process on the file (a reader thread's) to close.
+OWN_HANDLE_WAIT = 1.0
+#: HDF5's error when a file open in this process is opened again with other file-locking settings.
+_LOCKING_MISMATCH = "file locking flag values don't match"
 
 
 def check_readable(path):
@@ -474,13 +492,17 @@ def open_h5(path, wait=READ_WAIT):
         except OSError as exc:
             last = exc
         msg = str(last)
+        if _LOCKING_MISMATCH in msg and kw:  # a handle of this process (h5py, xarray) holds it with HDF5's lock
+            kw = {}
+            continue
         if "already open for write" in msg or "open for SWMR" in msg:
             try:
                 return h5py.File(path, "r", swmr=True, **kw), True
             except OSError as exc:
                 last = exc
             if "unable to lock" not in str(last):  # the file is marked open for writing outside SWMR mode
-                if lock_holder(path, ignore_self=True) is None:
+                # a writer that died left the flags; a live one (ours, or another program's: its lock) is waited for
+                if lock_holder(path, ignore_self=True) is None and not locked_by_another_process(path):
                     raise StoreCorruptError(
                         f"store {path} was left open by a writer that died outside its streaming phase; "
                         f"`dlnm resume {path}` (dlnmomentum.resume) or, for a sweep, `dlnm sweep --store "
@@ -500,11 +522,20 @@ def open_h5_for_writing(path, wait=WRITE_WAIT, **kwargs):
     Only readers that hold an HDF5 file lock can be in the way (see above); after ``wait`` seconds
     :class:`StoreBusyError` names the file. Other errors are raised as they are.
     """
-    deadline, delay = time.monotonic() + wait, 0.005
+    start, delay = time.monotonic(), 0.005
+    deadline = start + wait
     while True:
         try:
             return h5py.File(path, "r+", **kwargs)
         except OSError as exc:
+            handles = open_handles(path)
+            if handles:  # a handle of this process: a reader thread's closes in a moment, a user's does not
+                delay = _backoff(start + min(wait, OWN_HANDLE_WAIT), delay)
+                if delay is None:
+                    raise StoreBusyError(f"store {path} is open in this process through {handles}; HDF5 cannot "
+                                         f"open it for writing meanwhile: close that handle first (f.close(), "
+                                         f"ds.close()), then try again (HDF5: {exc})") from exc
+                continue
             if "unable to lock" not in str(exc):
                 raise
             delay = _backoff(deadline, delay)
@@ -544,6 +575,10 @@ def write_h5_image(f, path):
 
 def _open_error(path, exc):
     msg = str(exc)
+    if _LOCKING_MISMATCH in msg or "already open for read-only" in msg:
+        handles = open_handles(path)
+        return StoreBusyError(f"store {path} is open in this process through {handles or 'another HDF5 handle'} "
+                              f"with other settings: close it first (f.close(), ds.close()) (HDF5: {msg})")
     try:
         with open(path, "rb") as fh:
             head = fh.read(8)

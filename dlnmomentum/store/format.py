@@ -24,8 +24,9 @@ from .files import (
     to_jsonable,
     type_name,
 )
+from .kinds import RUN_FORMAT
 
-FORMAT_NAME = "dlnmomentum-run"
+FORMAT_NAME = RUN_FORMAT  # (defined with the other kinds of file, store.files.FILE_KINDS)
 #: 2 (0.3.0): types are named by stable names (``MGDResult``), not module paths; version 1 files are read
 #: and resumed (their module paths are mapped by :mod:`dlnmomentum.runs.registry`), and become version 2.
 FORMAT_VERSION = 2

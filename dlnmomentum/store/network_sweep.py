@@ -3,7 +3,8 @@
 Layout (format ``dlnmomentum-network-sweep`` version 1): root attributes ``kind =
 "network-sweep"``, ``format``/``format_version``, the configuration JSON ``config``, ``dims``
 (``rep,beta,gamma``) and ``sessions``; dimension scales ``rep``, ``beta``, ``gamma``; a dataset
-per field of :data:`dlnmomentum.runs.network.POINT_FIELDS` over ``(rep, beta, gamma)``;
+per field of :data:`dlnmomentum.runs.network.POINT_FIELDS` over ``(rep, beta, gamma)`` (``status`` with the CF
+attributes ``flag_values``/``flag_meanings``, the name of every code; older stores lack them);
 ``done`` (1 where the point is written, written last so a torn write leaves points not done)
 and ``session``; ``/problem`` (as in run stores, :func:`.format.write_problem`) when the sweep
 ran on one given :class:`~dlnmomentum.NetworkProblem`.
@@ -31,6 +32,7 @@ import numpy as np
 
 from ..driver import signals_held
 from ..runs.network import POINT_FIELDS
+from ..runs.points import flag_attributes
 from .files import (
     READ_ERRORS,
     StoreError,
@@ -46,6 +48,7 @@ from .files import (
     write_h5_image,
 )
 from .format import Dims, read_problem, write_problem
+from .kinds import kind_of, wrong_kind
 from .sweep_format import fill_value, grid_chunks
 
 FORMAT_NAME = "dlnmomentum-network-sweep"
@@ -73,6 +76,7 @@ def create(path, config, dims, coords, shape, problem=None):
                                   fletcher32=True)  # one line of the last axis per chunk, as sweep stores
             ds[...] = fill  # every chunk allocated now: later writes never grow the file
             ds.attrs["description"] = desc
+            ds.attrs.update(flag_attributes(name, dtype))  # status: the name of every code
             for axis, dim in enumerate(dims):
                 ds.dims[axis].attach_scale(f[dim])
         if problem is not None:
@@ -111,8 +115,9 @@ def _read(path):
     f, _ = open_h5(path)
     with f:
         try:
-            if attr_str(f.attrs.get("kind", "")) != KIND:
-                raise StoreError(f"{path} is not a network sweep store (kind {attr_str(f.attrs.get('kind', ''))!r})")
+            kind = kind_of(f.attrs)
+            if kind != KIND:  # another kind of file: say which, and name its reader
+                raise wrong_kind(path, kind, KIND)
             config = json.loads(attr_str(f.attrs["config"]))
             config["sessions"] = int(f.attrs.get("sessions", 0))
             problem = read_problem(f["problem"]) if "problem" in f else None

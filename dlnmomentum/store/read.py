@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import status as st
 from ..results import Trajectory, trajectory_from_fields
+from ..validate import as_store_path
 from .files import (  # noqa: F401 - check_readable and open_h5 are this module's API too
     READ_ERRORS,
     Checkpoint,
@@ -31,7 +32,6 @@ from .files import (  # noqa: F401 - check_readable and open_h5 are this module'
     to_jsonable,
 )
 from .format import (
-    FORMAT_NAME,
     FORMAT_VERSION,
     OBSERVABLE_INFO,
     join_description,
@@ -40,6 +40,7 @@ from .format import (
     read_problem,
     schema_from_file,
 )
+from .kinds import kind_of, wrong_kind
 
 
 def _trajectory_field(result):
@@ -65,21 +66,18 @@ def read_series(f, schema, rows=None):
 # -- opening files ----------------------------------------------------------------------------
 
 def store_path(path):
-    try:
-        return os.fspath(path)
-    except TypeError:
-        raise TypeError(f"store must be a path (str or os.PathLike), got {type(path).__name__}") from None
+    """``path`` as a str, checked before any work (:func:`dlnmomentum.validate.as_store_path`)."""
+    return as_store_path(path)
 
 
-def _read_header(f, path):
+def _read_header(f, path, action="read"):
+    """The root attributes of a run store; another kind of file (a sweep, network sweep or figure store, a
+    foreign HDF5 file) is a :class:`StoreError` that names what it is and its reader (``action``: read or
+    resume)."""
     attrs = {k: (attr_str(v) if isinstance(v, (bytes, str)) else v) for k, v in f.attrs.items()}
-    fmt = attrs.get("format")
-    if fmt != FORMAT_NAME:
-        kind = attrs.get("kind")
-        if kind == "sweep":
-            return attrs
-        raise StoreCorruptError(f"{path} is an HDF5 file but not a dlnmomentum run store "
-                                f"(format attribute {fmt!r}, expected {FORMAT_NAME!r})")
+    kind = kind_of(attrs)
+    if kind != "run":
+        raise wrong_kind(path, kind, "run", action)
     version = int(attrs.get("format_version", -1))
     if version > FORMAT_VERSION or version < 1:
         raise StoreError(f"store {path} has format version {version}; this dlnmomentum reads versions "
@@ -104,9 +102,7 @@ class _Plan:
 def read_plan(path):
     f, live = open_h5(path)
     with f, reading(path):
-        header = _read_header(f, path)
-        if header.get("kind") == "sweep":
-            raise StoreError(f"{path} is a sweep store; resume it with dlnmomentum.sweep")
+        header = _read_header(f, path, action="resume")
         clean = not live and header.get("writer_state") == "closed"
         try:
             description = join_description(json.loads(header["config"]), f, arrays=True)
@@ -182,6 +178,25 @@ def _xarray():
     return xr
 
 
+class Description(dict):
+    """A stored run's description (:attr:`Store.config`): a plain dict (``config["schedule"]`` is every recorded
+    step), shown as a summary: a long list by its length and its ends, not hundreds of step numbers."""
+
+    def __repr__(self):
+        return "{" + ", ".join(f"{k!r}: {_short_repr(v)}" for k, v in self.items()) + "}"
+
+    __str__ = __repr__
+
+    def _repr_pretty_(self, p, cycle):  # IPython / Jupyter
+        p.text(repr(self))
+
+
+def _short_repr(value):
+    if isinstance(value, (list, tuple, np.ndarray)) and len(value) > 8:
+        return f"[{len(value)} values: {value[0]!r}, {value[1]!r}, ..., {value[-1]!r}]"
+    return repr(value)
+
+
 class Store:
     """A run store opened for reading (see :func:`open_store`). The file is opened per access."""
 
@@ -190,8 +205,6 @@ class Store:
         f, live = open_h5(self.path)
         with f, reading(self.path):
             self.attrs = _read_header(f, self.path)
-            if self.attrs.get("kind") == "sweep":
-                raise StoreError(f"{self.path} is a sweep store; open it with dlnmomentum.sweep")
             self._schema = schema_from_file(f)
             self._config = json.loads(self.attrs.get("config", "{}"))  # joined on use (long lists: datasets)
             self._lengths = {k: f[s.path].shape[0] for k, s in self._schema.items()}
@@ -219,10 +232,11 @@ class Store:
 
     @property
     def config(self):
-        """The run description (hyperparameters and record schedule) as stored."""
+        """The run description (hyperparameters and record schedule) as stored: a dict whose ``schedule`` is the
+        whole list of recorded steps, shown (repr, print) by its length and ends (:class:`Description`)."""
         if "config" not in self._cache:
             with self._file() as f:
-                self._cache["config"] = join_description(self._config, f)
+                self._cache["config"] = Description(join_description(self._config, f))
         return self._cache["config"]
 
     def _config_arrays(self):
@@ -434,8 +448,9 @@ def inspect_lines(path, store=None):
             "running": f" -- written by process {(lock_holder(s.path) or {}).get('pid')}",
             "crashed": f" -- the writer died; `dlnm resume {s.path}` continues it"}[state]
     if state in ("complete", "interrupted"):
+        budget = ("adaptive steps (a budget)" if s.family == "flow-adaptive" else "steps")
         out.append(f"status      : {s.status_name} ({st.STATUS_MESSAGES[s.status]}) after "
-                   f"{int(a.get('steps_done', 0))} of {int(a.get('steps_total', 0))} steps{note}")
+                   f"{int(a.get('steps_done', 0))} of {int(a.get('steps_total', 0))} {budget}{note}")
     else:
         out.append(f"status      : {state}{note}")
     out.append("config      :")
@@ -493,12 +508,3 @@ def inspect_json(path):
     if result is not None:
         out["final"] = to_jsonable(result.to_dict())
     return out
-
-
-
-
-def file_kind(path):
-    """``"sweep"`` for a sweep store, the run kind (``"mgd"``, ``"mgf"`` ...) for a run store."""
-    f, _ = open_h5(path)
-    with f, reading(path):
-        return attr_str(f.attrs.get("kind", ""))

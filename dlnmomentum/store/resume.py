@@ -27,6 +27,7 @@ from .files import (
     fsync_file,
     open_h5_for_writing,
     reading,
+    real_path,
     utc_now,
 )
 from .format import FORMAT_VERSION, chunk_offsets, delete_group
@@ -161,7 +162,7 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
     store is returned as is, or, when its bytes were damaged, computed again. The resumed run is
     bitwise identical to an uninterrupted one.
     """
-    path = store_path(path)
+    path = real_path(store_path(path))  # through a symlink: the file it leads to is locked and rebuilt, the link stays
     check_readable(path)
     checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
     with deferred_signals() as flag:

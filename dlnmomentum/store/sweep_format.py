@@ -4,8 +4,9 @@ Root attributes ``kind = "sweep"``, ``format``/``format_version``, the configura
 ``config``, ``dims`` and the number of ``sessions``; dimension scales ``rep``, ``beta``, ``gamma``
 (or ``lam``) and ``coord``; a dataset per field of :mod:`dlnmomentum.runs.points`; ``done`` (1
 where a point is written) and ``session`` (which run of the sweep wrote it); ``/problem`` when
-the sweep ran on a given :class:`~dlnmomentum.Problem`. Opens in xarray
-(``xarray.open_dataset(path, engine="h5netcdf")``).
+the sweep ran on a given :class:`~dlnmomentum.Problem`. The coded fields ``status`` and ``theory_reason``
+carry the CF attributes ``flag_values`` and ``flag_meanings``, the name of every code (older stores lack
+them; their codes are the same). Opens in xarray (``xarray.open_dataset(path, engine="h5netcdf")``).
 
 How a sweep store survives crashes, full disks and damage
 ---------------------------------------------------------
@@ -30,7 +31,7 @@ import numpy as np
 
 from ..driver import signals_held
 from ..problem import Problem
-from ..runs.points import ADDED_IN_V2, FIELDS, PARAMETER_FIELDS, SCALAR_FIELDS, VECTOR_FIELDS
+from ..runs.points import ADDED_IN_V2, FIELDS, PARAMETER_FIELDS, SCALAR_FIELDS, VECTOR_FIELDS, flag_attributes
 from .files import (
     READ_ERRORS,
     StoreCorruptError,
@@ -48,6 +49,7 @@ from .files import (
     to_jsonable,
     write_h5_image,
 )
+from .kinds import kind_of, wrong_kind
 
 FORMAT_NAME = "dlnmomentum-sweep"
 FORMAT_VERSION = 2
@@ -154,20 +156,24 @@ class SweepFile:
         ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=fill_value(dtype), fletcher32=True,
                               chunks=grid_chunks(shape, len(plan.shape)), dcpl=dcpl)
         ds.attrs["description"] = desc
+        ds.attrs.update(flag_attributes(name, dtype))  # status, theory_reason: the name of every code
         for axis, dim in enumerate(plan.dims):
             ds.dims[axis].attach_scale(f[dim])
         if vector:
             ds.dims[len(plan.dims)].attach_scale(f["coord"])
 
     # -- reading -------------------------------------------------------------------------------------
-    def read_config(self):
-        return retry_busy(self._read_config)
+    def read_config(self, action="read"):
+        """``(config, problem or None)``; another kind of file is an error naming its reader (``action="read"``)
+        or how to continue it (``"resume"``)."""
+        return retry_busy(lambda: self._read_config(action))
 
-    def _read_config(self):
+    def _read_config(self, action="read"):
         f, _ = open_h5(self.path)
         with f, reading(self.path):
-            if attr_str(f.attrs.get("kind", "")) != "sweep":
-                raise StoreError(f"{self.path} is not a sweep store (kind {f.attrs.get('kind')!r})")
+            kind = kind_of(f.attrs)
+            if kind != "sweep":  # another kind of file: say which, and name its reader
+                raise wrong_kind(self.path, kind, "sweep", action)
             missing = [name for name in ("config",) if name not in f.attrs]
             if missing:
                 raise StoreCorruptError(f"sweep store {self.path} is incomplete: it has no {missing[0]!r} "

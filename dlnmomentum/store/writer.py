@@ -48,7 +48,7 @@ from .. import status as st
 from ..driver import Stopwatch, deferred_signals, drive, signals_held
 from ..results import Trajectory, block_fields, trajectory_from_fields
 from ..runs import registry
-from ..validate import as_float
+from ..validate import as_bool, as_float
 from .files import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_VERSION,
@@ -61,6 +61,7 @@ from .files import (
     fsync_file,
     memory_h5,
     open_h5_for_writing,
+    real_path,
     side_paths,
     type_name,
     utc_now,
@@ -82,6 +83,7 @@ from .format import (
     write_final,
     write_problem,
 )
+from .kinds import require_overwritable, require_regular_or_absent
 from .read import (
     _trajectory_field,
     read_series,
@@ -592,21 +594,20 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
     StoreLockedError
         Another live process writes ``store``.
     """
-    path = store_path(store)
+    path = store_path(store)  # not empty, not a directory, its directory exists: before any work
     checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
-    if not isinstance(overwrite, (bool, np.bool_)):
-        raise TypeError(f"overwrite must be a bool, got {overwrite!r}")
-    if os.path.isdir(path):
-        raise StoreError(f"store {path} is a directory")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise FileNotFoundError(f"cannot create store {path}: directory {parent} does not exist")
+    overwrite = as_bool("overwrite", overwrite)
+    path = real_path(path)  # through a symlink: the file it leads to is locked and written, the link stays
     if os.path.lexists(path) and not overwrite:
         raise StoreExistsError(f"store {path} already exists; pass overwrite=True (--overwrite) to replace "
                                f"it, or dlnmomentum.resume({path!r}) (dlnm resume) to continue it")
+    if overwrite:
+        require_regular_or_absent(path, "run")  # a device, FIFO, ...: refused before a lock file is made next to it
     with deferred_signals() as flag:
         lock = WriterLock.acquire(path, f"writing a {run.kind} run")
         try:
+            if overwrite:
+                require_overwritable(path, "run")  # only a run store that this package wrote is replaced
             with signals_held():
                 _remove_store_files(path)
                 writer = _create(path, run, lock, checkpoint_every)

@@ -35,7 +35,9 @@ How it runs
 extra: ``pip install "dlnmomentum[distributed]"``).
 """
 
+import asyncio
 import collections
+import concurrent.futures
 import hashlib
 import json
 import math
@@ -48,7 +50,8 @@ import numba
 import numpy as np
 
 from ..driver import deferred_signals
-from ..store.files import to_jsonable
+from ..store.files import StoreBusyError, StoreError, to_jsonable
+from ..store.handles import sweep_stopped
 from .execute import begin, execute, make_engine, record
 from .flows import FlowEngine
 from .plan import Plan
@@ -90,6 +93,11 @@ class BlockFailedError(RuntimeError):
         self.key, self.points, self.cause = key, points, cause
 
 
+class ClusterLostError(BlockFailedError):
+    """The scheduler, or the connection to it, went away mid-sweep; the message says what the store keeps and how
+    to go on (``--resume``)."""
+
+
 class DistributedUnavailableError(ImportError):
     """A client or a scheduler was given but ``dask.distributed`` is not installed."""
 
@@ -109,11 +117,27 @@ def connect(address, timeout=CONNECT_SECONDS):
     if not isinstance(address, str) or not address.strip():
         raise ValueError(f"scheduler must be the address of a Dask scheduler (e.g. tcp://host:8786), got {address!r}")
     distributed = require_distributed()
+    _check_address(address.strip())
     try:
         return distributed.Client(address.strip(), timeout=timeout, set_as_default=False)
     except OSError as exc:
         raise OSError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({exc}); start one with "
                       "`dask scheduler` and workers with `dask worker ADDRESS`") from exc
+
+
+def _check_address(address):
+    """A malformed address (``garbage``, ``host`` without its port) refused before a client is made: a
+    ``distributed.Client`` that fails on its address leaves a half-made client behind, whose close at exit waits
+    120 s for a loop that is gone."""
+    from distributed.comm import get_address_host_port, parse_address
+
+    try:
+        scheme, _ = parse_address(address)
+        if scheme in ("tcp", "tls"):
+            get_address_host_port(address)
+    except ValueError as exc:
+        raise ValueError(f"scheduler {address!r} is not the address of a Dask scheduler ({exc}); give it as "
+                         "tcp://HOST:PORT (e.g. tcp://127.0.0.1:8786)") from None
 
 
 def executor_for(client):
@@ -352,9 +376,9 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
                         batch_results.extend(r for _, r in fresh)
                 del finished, ended
                 if batch_points:
-                    record(plan, data, done, batch_points, batch_results)
                     if store is not None:
                         store.write_points(plan, batch_points, batch_results, session)
+                    record(plan, data, done, batch_points, batch_results)  # (after the write: as in the store)
                     written += len(batch_points)
                     if bar is not None:
                         bar.update(len(batch_points))
@@ -362,6 +386,13 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
                         log(f"wrote {written}/{pending.size} pending points ({int(done.sum())}/{done.size} done)")
     except KeyboardInterrupt:
         interrupted = True
+    except StoreBusyError as exc:  # another program holds an HDF5 lock on the store: say how to go on
+        raise sweep_stopped(exc, store.path, done) from exc
+    except StoreError:
+        raise
+    except (OSError, TimeoutError, concurrent.futures.CancelledError, asyncio.CancelledError) as exc:
+        inflight.clear()  # (nothing to cancel on a cluster that is gone)
+        raise _lost(client, store, done, exc) from exc
     finally:
         if bar is not None:
             bar.close()
@@ -370,6 +401,24 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
     if failures and not interrupted:
         raise _failed(plan, store, done, failures, pkey, device, queue)
     return data, done, interrupted
+
+
+def _lost(client, store, done, exc):
+    """The :class:`ClusterLostError` of a sweep whose scheduler (or the connection to it) went away: what was kept
+    and how to go on, instead of Dask's traceback."""
+    try:
+        address = client.scheduler.address
+    except Exception:  # noqa: BLE001 - only for the message
+        address = "?"
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    said = [line.split(":", 1)[1].strip() for line in lines if line.startswith("Message:")]  # Dask's own words
+    why = (said or lines or [""])[0]
+    kept = (f"the {int(done.sum())}/{done.size} points done are in the store {store.path}: continue with `dlnm sweep "
+            f"--store {store.path} --resume` (dlnmomentum.resume_sweep), with --scheduler once a scheduler runs "
+            "again or without it on this machine" if store is not None else
+            f"{int(done.sum())}/{done.size} points were computed (no store: nothing was kept)")
+    return ClusterLostError(f"the Dask cluster at {address} was lost mid-sweep ({type(exc).__name__}"
+                            f"{': ' + why if why else ''}); {kept}", cause=exc)
 
 
 def _failed(plan, store, done, failures, pkey, device, queue):

@@ -14,8 +14,12 @@ import numpy as np
 from ..driver import deferred_signals
 from ..kernels.sweep import LW
 from ..runs.points import FIELDS
+from ..store.files import StoreBusyError
+from ..store.handles import sweep_stopped
+from ..store.network_sweep import FORMAT_NAME as NETWORK_FORMAT_NAME
+from ..store.network_sweep import FORMAT_VERSION as NETWORK_FORMAT_VERSION
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION, SweepFile
-from ..validate import as_int
+from ..validate import as_int, as_store_path
 from .flows import FlowEngine
 from .lockstep import LockstepEngine, threads
 from .networks import is_network_sweep, open_networks_sweep
@@ -155,9 +159,9 @@ def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"
                     interrupted = True
                     break
                 results = engine.finish_points(wave, outputs)
-                record(plan, data, done, wave, results)
                 if store is not None:
                     store.write_points(plan, wave, results, session)
+                record(plan, data, done, wave, results)  # (after the write: `done` counts the points in the store)
                 written += len(wave)
                 if log is not None:
                     log(f"wrote {written}/{len(pending)} pending points ({int(done.sum())}/{done.size} done)")
@@ -166,10 +170,13 @@ def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"
                     break
     except KeyboardInterrupt:
         interrupted = True
+    except StoreBusyError as exc:  # another program holds an HDF5 lock on the store: say how to go on
+        raise sweep_stopped(exc, store.path, done) from exc
     finally:
         if bar is not None:
             bar.close()
-    return data, done, interrupted
+    # a stop request that came with the last points is no interruption: the sweep is complete
+    return data, done, interrupted and not done.all()
 
 
 def open_sweep(path):
@@ -211,19 +218,26 @@ def block_size_of(block_size, lw=LW):
 
 
 def store_path(path):
-    try:
-        return os.fspath(path)
-    except TypeError:
-        raise TypeError(f"store must be a path (str or os.PathLike), got {type(path).__name__}") from None
+    """``path`` as a str, checked before any work (:func:`dlnmomentum.validate.as_store_path`: not empty, not a
+    directory, in a directory that exists)."""
+    return as_store_path(path)
+
+
+def store_format(path):
+    """``(format name, version)`` of the sweep or network sweep store at ``path``."""
+    if is_network_sweep(path):
+        return NETWORK_FORMAT_NAME, NETWORK_FORMAT_VERSION
+    return FORMAT_NAME, FORMAT_VERSION
 
 
 def inspect_lines(path):
-    """Text lines summarising the sweep store at ``path`` (used by ``dlnm inspect``)."""
+    """Text lines summarising the sweep (or network sweep) store at ``path`` (used by ``dlnm inspect``)."""
     sw = open_sweep(path)
     lines = summary_lines(sw)
     try:
         size = os.path.getsize(path)
-        lines.append(f"file         : {size / 1024:.1f} KiB, format {FORMAT_NAME} v{FORMAT_VERSION}")
+        name, version = store_format(path)
+        lines.append(f"file         : {size / 1024:.1f} KiB, format {name} v{version}")
     except OSError:
         pass
     return lines

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ..validate import as_float
+from ..validate import MAX_GRID, as_real_sequence
 
 
 def parse_grid(text, name="grid"):
@@ -28,29 +28,34 @@ def parse_grid(text, name="grid"):
         if len(parts) not in (3, 4) or (len(parts) == 4 and parts[3] not in ("log", "lin")):
             raise bad("expected start:stop:num with an optional :log or :lin")
         start, stop, num = number(parts[0], "start"), number(parts[1], "stop"), number(parts[2], "num")
-        if not num.is_integer() or num < 1:
-            raise bad(f"num must be an integer >= 1, got {parts[2].strip()!r}")
+        if not num.is_integer() or not 1 <= num <= MAX_GRID:
+            raise bad(f"num must be an integer in [1, {MAX_GRID}], got {parts[2].strip()!r}")
         num = int(num)
         if len(parts) == 4 and parts[3] == "log":
             if start <= 0 or stop <= 0:
                 raise bad("a log grid needs positive ends")
             return np.geomspace(start, stop, num)
         return np.linspace(start, stop, num)
-    values = [number(v, "value") for v in text.split(",") if v.strip()]
-    if not values:
+    if not text:
         raise bad("no values")
-    return np.array(values)
+    items = text.split(",")
+    if len(items) > MAX_GRID:
+        raise bad(f"at most {MAX_GRID} values, got {len(items)}")
+    for i, item in enumerate(items):
+        if not item.strip():  # "0.1,,0.2" or "0.1,": a value left out is not dropped silently
+            raise bad(f"value {i + 1} of {len(items)} is empty")
+    return np.array([number(v, "value") for v in items])
 
 
 def as_grid(name, values, *, low=None, high=None, low_open=False, high_open=False):
     """A validated, non-empty, repetition-free 1-D float grid (text as in :func:`parse_grid`)."""
     if isinstance(values, str):
         values = parse_grid(values, name)
-    arr = np.atleast_1d(np.asarray(values, dtype=np.float64))
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D sequence of numbers, got shape {arr.shape}")
-    for i, v in enumerate(arr):
-        as_float(f"{name}[{i}]", float(v), low=low, high=high, low_open=low_open, high_open=high_open)
+    # entry by entry: bool, str and complex entries are refused by name (never cast to 1.0, 0.1, ...)
+    arr = as_real_sequence(name, values, low=low, high=high, low_open=low_open, high_open=high_open,
+                           max_len=MAX_GRID)
+    if arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D sequence of numbers, got none")
     if len(np.unique(arr)) != arr.size:
         raise ValueError(f"{name} must not repeat values")
     return arr

@@ -52,8 +52,10 @@ class NetworkLockstep:
         """Advance the points (flat indices) of one wave to their ends, chunk by chunk.
 
         A generator: after each chunk it yields ``(finished, fields)``, the points that ended in that
-        chunk and their point fields (:func:`dlnmomentum.runs.network.point_fields`); the caller may
-        stop between chunks (the points still running are then dropped).
+        chunk (none, often: an empty list) and their point fields
+        (:func:`dlnmomentum.runs.network.point_fields`); the caller may stop between chunks (the points
+        still running are then dropped), so it sees Ctrl-C/SIGTERM within a chunk (~:data:`CHUNK_SECONDS`),
+        not when the next point ends.
         """
         for finished, results in self.run_wave_results(points):
             yield finished, [point_fields(r) for r in results]
@@ -84,12 +86,13 @@ class NetworkLockstep:
         STEPS = np.asarray([run.done for run in runs], dtype=np.int64)
         STATUS = np.full(len(runs), int(Status.RUNNING), dtype=np.int64)
         ended = np.zeros(len(runs), dtype=bool)
+        chunks = 0
         while True:
             lanes = np.flatnonzero((STATUS == Status.RUNNING) & (STEPS < total)).astype(np.int64)
             finished = np.flatnonzero(~ended & ((STATUS != Status.RUNNING) | (STEPS >= total)))
-            if finished.size:
-                ended[finished] = True
-                yield ([points[i] for i in finished],
+            ended[finished] = True
+            if finished.size or chunks:  # after every chunk, also when no point ended in it: the caller checks
+                yield ([points[i] for i in finished],  # for a stop request
                        [self._result(runs[i], PARAMS[i], PREV[i], RNG[i], STEPS[i], STATUS[i], total)
                         for i in finished])
             if lanes.size == 0:
@@ -101,6 +104,7 @@ class NetworkLockstep:
                 KNS._net_sweep_chunk(Xs, ys, widths, w_off, b_off, p0.relu, data_of, gammas, betas, tol,
                                      batch_size, c.replace, RNG, PERM, PARAMS, PREV, STEPS, STATUS, lanes,
                                      n_steps, total)
+            chunks += 1
             elapsed = time.perf_counter() - t0
             run_steps = int(STEPS[lanes].sum()) - before
             if run_steps > 0 and elapsed > 1e-3:  # (a chunk far shorter than planned must still correct the guess)

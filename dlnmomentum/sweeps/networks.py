@@ -23,8 +23,16 @@ from ..networks import NetworkProblem, deep_linear, teacher_student
 from ..runs.network import POINT_FIELDS, prepare_network
 from ..runs.network import make_config as make_run_config
 from ..store import network_sweep as store
-from ..store.files import StoreError, StoreExistsError, to_jsonable
-from ..validate import as_int
+from ..store.files import (
+    StoreBusyError,
+    StoreError,
+    StoreExistsError,
+    real_path,
+    to_jsonable,
+)
+from ..store.handles import sweep_stopped
+from ..store.kinds import require_kind, require_overwritable, require_regular_or_absent
+from ..validate import MAX_GRID, as_bool, as_int, as_store_path, check_sweep_size
 from .grid import as_grid
 from .network_lockstep import NetworkLockstep, default_wave_size
 from .result import Sweep
@@ -56,7 +64,7 @@ def _check_spec(spec):
     if "seed" in spec:
         raise ValueError("spec must not hold 'seed': the data seed of rep r is seed + r (pass seed=)")
     if "widths" in spec:
-        spec["widths"] = [int(w) for w in spec["widths"]]
+        spec["widths"] = [as_int(f"widths[{i}]", w, low=1) for i, w in enumerate(spec["widths"])]  # never int(2.5)
     GENERATORS[generator](**spec, seed=0)  # validates the values
     return to_jsonable(dict(generator=generator, **{k: spec[k] for k in sorted(spec)}))
 
@@ -65,7 +73,8 @@ def make_config(problem_or_spec, gammas, betas, steps, reps=1, seed=0, tol=None,
     """``(config, problem)``: the validated JSON-able configuration of a network sweep."""
     gammas = as_grid("gammas", gammas, low=0.0, low_open=True)
     betas = as_grid("betas", betas, low=0.0, high=1.0, high_open=True)
-    reps = as_int("reps", reps, low=1)
+    reps = as_int("reps", reps, low=1, high=MAX_GRID)
+    check_sweep_size(reps, {"betas": len(betas), "gammas": len(gammas)})
     seed = as_int("seed", seed, low=0, high=2**62)
     if isinstance(problem_or_spec, NetworkProblem):
         problem, spec, fingerprint = problem_or_spec, None, _fingerprint(problem_or_spec)
@@ -164,28 +173,33 @@ def execute(plan, path, threads=None, wave_size=None, log=None):
             numba.set_num_threads(nthreads)  # restored below (the setting is per calling thread)
             engine = NetworkLockstep(plan)
             for start in range(0, len(pending), size):
-                for finished, results in engine.run_wave(pending[start:start + size]):
-                    index = np.unravel_index(np.asarray(finished), plan.shape)
-                    values = {name: np.asarray([r[name] for r in results], dtype=dtype)
-                              for name, (dtype, _) in POINT_FIELDS.items()}
-                    for name, v in values.items():
-                        data[name][index] = v
-                    done[index] = True
-                    written += len(finished)
-                    if path is not None:
-                        store.write_points(path, index, values, session)
-                    if log is not None:
-                        log(f"wrote {written}/{len(pending)} pending points ({int(done.sum())}/{done.size} done)")
-                    if flag["signum"] is not None:
+                for finished, results in engine.run_wave(pending[start:start + size]):  # after every chunk
+                    if finished:
+                        index = np.unravel_index(np.asarray(finished), plan.shape)
+                        values = {name: np.asarray([r[name] for r in results], dtype=dtype)
+                                  for name, (dtype, _) in POINT_FIELDS.items()}
+                        for name, v in values.items():
+                            data[name][index] = v
+                        if path is not None:
+                            store.write_points(path, index, values, session)
+                        done[index] = True  # (after the write: `done` counts the points in the store)
+                        written += len(finished)
+                        if log is not None:
+                            log(f"wrote {written}/{len(pending)} pending points ({int(done.sum())}/{done.size} "
+                                "done)")
+                    if flag["signum"] is not None:  # stop within a chunk: the running points are dropped
                         break
                 if flag["signum"] is not None:
                     interrupted = True
                     break
         except KeyboardInterrupt:
             interrupted = True
+        except StoreBusyError as exc:  # another program holds an HDF5 lock on the store: how to go on
+            raise sweep_stopped(exc, path, done, network=True) from exc
         finally:
             numba.set_num_threads(previous_threads)
-    return data, done, interrupted
+    # a stop request that came with the last points is no interruption: the sweep is complete
+    return data, done, interrupted and not done.all()
 
 
 def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol=None, batch_size=None,
@@ -193,21 +207,26 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
                   log=None):
     """MGD/SMGD on a network problem over a (β, γ) grid (the engine of :func:`dlnmomentum.networks_sweep`)."""
     config, problem = make_config(problem_or_spec, gammas, betas, steps, reps, seed, tol, batch_size, replace)
+    resume, overwrite = as_bool("resume", resume), as_bool("overwrite", overwrite)  # "no" is not False
+    path = None if store_path is None else real_path(as_store_path(store_path))  # a symlink: the file it leads to
     plan = NetworkPlan(config, problem)
-    if store_path is None:
+    if path is None:
         if resume:
             raise ValueError("resume=True needs a store")
         data, done, interrupted = execute(plan, None, threads, wave_size, log)
         sw = Sweep(DIMS, plan.coords(), data, done, config)
         sw.interrupted = interrupted
         return sw
-    path = os.fspath(store_path)
+    if overwrite:
+        require_regular_or_absent(path, store.KIND)  # a device, FIFO, ...: refused before a lock file is made
     lock = store.lock(path)
     try:
         if os.path.exists(path):
             if overwrite:
+                require_overwritable(path, store.KIND)  # only a network sweep store this package wrote is replaced
                 os.remove(path)
             elif resume:
+                require_kind(path, store.KIND, action="resume")  # another kind of store: named, with how to continue it
                 _repair(path)
                 stored, _, _, _ = store.read(path)
                 diff = sorted(k for k in config if to_jsonable(stored.get(k)) != to_jsonable(config[k]))
@@ -242,7 +261,7 @@ def is_network_sweep(path):
 
 def open_networks_sweep(path):
     """Read a network sweep store into a :class:`~dlnmomentum.Sweep` (points not done hold NaN)."""
-    path = os.fspath(path)
+    path = as_store_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"network sweep store {path} does not exist")
     config, problem, data, done = store.read(path)
@@ -252,9 +271,10 @@ def open_networks_sweep(path):
 
 def resume_networks_sweep(path, *, threads=None, wave_size=None, log=None):
     """Continue the network sweep stored at ``path`` (only missing points run)."""
-    path = os.fspath(path)
+    path = real_path(as_store_path(path))  # through a symlink: the file it leads to is locked and written
     if not os.path.exists(path):
         raise FileNotFoundError(f"network sweep store {path} does not exist")
+    require_kind(path, store.KIND, action="resume")  # another kind of store: named, with how to continue it
     lock = store.lock(path)
     try:
         _repair(path)

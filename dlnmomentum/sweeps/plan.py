@@ -30,7 +30,7 @@ from ..runs.points import SCALAR_FIELDS, VECTOR_FIELDS
 from ..runs.stepping import check_scheme
 from ..store.files import to_jsonable
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION
-from ..validate import as_float, as_int
+from ..validate import MAX_GRID, as_bool, as_float, as_int, check_sweep_size
 from .grid import as_grid
 
 # ---------------------------------------------------------------------------------------------------
@@ -171,13 +171,19 @@ def lam_grid_gammas(lams, betas):
 
 
 def _as_pairs(pairs):
-    arr = np.asarray(pairs, dtype=np.float64) if not isinstance(pairs, str) else None
-    if arr is None or arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] == 0:
+    try:
+        raw = None if isinstance(pairs, str) else np.asarray(pairs, dtype=object)
+    except ValueError:  # ragged
+        raw = None
+    if raw is None or raw.ndim != 2 or raw.shape[1] != 2 or raw.shape[0] == 0:
         raise ValueError("pairs must be a non-empty sequence of (gamma, beta) pairs, e.g. [(0.01, 0.9), (0.1, 0)]; "
                          f"got {pairs!r:.80}")
-    for i, (g, b) in enumerate(arr):
-        as_float(f"pairs[{i}] gamma", float(g), low=0.0, low_open=True)
-        as_float(f"pairs[{i}] beta", float(b), low=0.0, high=1.0, high_open=True)
+    if raw.shape[0] > MAX_GRID:
+        raise ValueError(f"pairs must have at most {MAX_GRID} pairs, got {raw.shape[0]}")
+    # entry by entry (bool, str, complex refused by name, never cast)
+    arr = np.array([(as_float(f"pairs[{i}] gamma", g, low=0.0, low_open=True),
+                     as_float(f"pairs[{i}] beta", b, low=0.0, high=1.0, high_open=True))
+                    for i, (g, b) in enumerate(raw.tolist())], dtype=np.float64)
     if len({(float(g), float(b)) for g, b in arr}) != arr.shape[0]:
         raise ValueError("pairs must not repeat a (gamma, beta) pair")
     return arr[:, 0].copy(), arr[:, 1].copy()
@@ -189,9 +195,10 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
         problem, spec = problem_or_spec, None
     else:
         problem, spec = None, _check_spec(problem_or_spec)
-    reps = as_int("reps", reps, low=1)
+    reps = as_int("reps", reps, low=1, high=MAX_GRID)
     seed = as_int("seed", seed, low=0, high=2**62)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
+    replace = as_bool("replace", replace)
     alpha = as_float("alpha", alpha, low=0.0, low_open=True)
     theory_tol = as_float("theory_tol", theory_tol, low=0.0)
     if not isinstance(theory, (bool, np.bool_)):
@@ -244,7 +251,9 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
             gammas, betas = _as_pairs(pairs)
             g_all = gammas
         steps = as_int("steps", steps, low=0)
-        replace = bool(replace)
+        check_sweep_size(reps, {"pairs": len(gammas)} if design == "pairs" else
+                         {"betas": len(betas), "lams": len(lams)} if design == "lam-grid" else
+                         {"betas": len(betas), "gammas": len(gammas)})
         c = make_mgd_config(example, g_all[0], betas[0], steps, batch_size, replace, 0, tol, gradient)
         if problem is not None and reps > 1 and c.batch_size is None:
             raise ValueError("reps > 1 with a fixed Problem and full-batch MGD would repeat identical runs; "
@@ -268,10 +277,11 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
         if problem is not None and reps > 1:
             raise ValueError("reps > 1 with a fixed Problem would repeat identical flows; pass a spec")
         lams = as_grid("lams", lams, low=0.0)
+        check_sweep_size(reps, {"lams": len(lams)})
         t_max = as_float("t_max", t_max, low=0.0, low_open=True)
         check_scheme(scheme)
         if scheme == "exp-rk4" and not np.all(lams > 0.0):
-            raise ValueError("scheme must be 'rk4' or 'auto' for a line with lam = 0 (gradient flow): the "
+            raise ValueError("scheme must be 'rk4', 'rodas' or 'auto' for a line with lam = 0 (gradient flow): the "
                              "exponential scheme needs lambda > 0")
         config.update(kind="mgf", lams=lams.tolist(), t_max=t_max, scheme=scheme)
     return config, problem

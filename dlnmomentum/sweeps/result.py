@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from ..runs.points import TheoryReason, field_description
+from ..runs.points import CODED_FIELDS, TheoryReason, code_names, field_description, flag_attributes
 from ..status import Status
 from ..store.files import to_jsonable
 
@@ -67,6 +67,28 @@ class Sweep:
             return data[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
+    # -- codes with their names ----------------------------------------------------------------
+    def names(self, field):
+        """The names of the codes of ``field`` (``"status"``, ``"theory_reason"``) as a str array of its shape;
+        points not done are ``"not_done"``."""
+        if field not in CODED_FIELDS:
+            raise ValueError(f"field must be one of the coded fields {tuple(CODED_FIELDS)}, got {field!r}")
+        out = code_names(field, self[field])
+        out[~self.done] = "not_done"
+        return out
+
+    @property
+    def status_names(self):
+        """``status`` as names (``"converged"``, ``"max_steps"``, ``"diverged"``, ...); ``"not_done"`` where no
+        point was computed yet."""
+        return self.names("status")
+
+    @property
+    def theory_reason_names(self):
+        """``theory_reason`` as names (``"computed"``, ``"not_converged"``, ...; see
+        :class:`~dlnmomentum.runs.points.TheoryReason`); ``"not_done"`` where no point was computed yet."""
+        return self.names("theory_reason")
+
     def __repr__(self):
         sizes = ", ".join(f"{d}={self.done.shape[i]}" for i, d in enumerate(self.dims))
         return (f"Sweep({self.config.get('kind', '?')}: {sizes}; "
@@ -78,7 +100,8 @@ class Sweep:
         """Average over one dimension (``"rep"`` by default); returns a :class:`Sweep` without it.
 
         Float fields are averaged (``skipna``: ignoring NaN, e.g. diverged points); ``crossed``
-        becomes the fraction of crossed runs, ``steps_done`` the mean; ``status`` is dropped.
+        becomes the fraction of crossed runs, ``steps_done`` the mean; the coded fields ``status`` and
+        ``theory_reason`` are dropped (a mean of codes names nothing).
         Only points done along the whole reduced axis are reported (NaN elsewhere).
         """
         if dim not in self.dims:
@@ -87,7 +110,7 @@ class Sweep:
         done = self.done.all(axis=axis)
         out = {}
         for name, arr in self.data.items():
-            if name == "status":
+            if name in CODED_FIELDS:
                 continue
             values = np.asarray(arr, dtype=np.float64)
             with warnings.catch_warnings():
@@ -101,14 +124,23 @@ class Sweep:
         return Sweep(dims, coords, out, done, config, path=None)
 
     def to_xarray(self):
-        """An :class:`xarray.Dataset` with the grid coordinates (and λ as a coordinate)."""
+        """An :class:`xarray.Dataset` over the sweep's dims, with their coordinates.
+
+        A run parameter that is a dim (``lam`` of a λ line or of constant-λ lines, ``gamma`` and ``beta`` of a
+        grid) is its coordinate; the others (``lam`` of a (β, γ) grid, ``gamma`` and ``beta`` of pairs) are
+        variables over the grid. The coded fields (``status``, ``theory_reason``) carry the CF attributes
+        ``flag_values`` and ``flag_meanings``: the name of every code.
+        """
         import xarray as xr
 
         variables = {}
         for name, arr in self.data.items():
+            if name in self.dims:  # a parameter that is a dim: its coordinate holds it
+                continue
             dims = self.dims + (("coord",) if np.ndim(arr) == len(self.dims) + 1 else ())
-            attrs = {"description": field_description(name)}
-            variables[name] = xr.Variable(dims, np.asarray(arr), attrs)
+            arr = np.asarray(arr)
+            attrs = {"description": field_description(name), **flag_attributes(name, arr.dtype)}
+            variables[name] = xr.Variable(dims, arr, attrs)
         variables["done"] = xr.Variable(self.dims, self.done)
         coords = {k: v for k, v in self.coords.items() if k in self.dims or k == "coord"}
         attrs = {"kind": "sweep", "config": json.dumps(to_jsonable(self.config))}
@@ -129,17 +161,37 @@ def summary_dict(sw):
     if done.any():
         status = np.asarray(sw.data["status"])[done]
         out["status"] = {_status_label(c): int((status == c).sum()) for c in np.unique(status)}
-        out["crossed"] = int(np.asarray(sw.data["crossed"])[done].sum())
-        stats = {}
-        for name in ("test_loss", "train_loss", "delta_inf_norm", "l1_norm", "prediction_gap",
-                     "normalized_distance"):
-            vals = np.asarray(sw.data[name], dtype=float)[done]
-            vals = vals[np.isfinite(vals)]
-            if vals.size:
-                stats[name] = {"min": float(vals.min()), "median": float(np.median(vals)),
-                               "max": float(vals.max()), "finite": int(vals.size)}
-        out["fields"] = stats
+        if "crossed" in sw.data:
+            out["crossed"] = int(np.asarray(sw.data["crossed"])[done].sum())
+        out["fields"], out["diverged_excluded"] = field_statistics(sw)
     return out
+
+
+#: The fields whose statistics the summaries give (those of them a sweep has).
+STATISTICS_FIELDS = ("test_loss", "train_loss", "delta_inf_norm", "l1_norm", "prediction_gap",
+                     "normalized_distance", "param_norm")
+
+
+def field_statistics(sw):
+    """``({field: {min, median, max, finite, points}}, diverged)``: the statistics of the summaries.
+
+    Taken over the points done that did not diverge (a diverged point's values, up to 1e+285, would be the
+    max of every field); ``diverged`` says how many points that excludes, ``points`` how many were left and
+    ``finite`` how many of them have a finite value (a test loss without a test set is NaN).
+    """
+    done = sw.done
+    diverged = done & (np.asarray(sw.data["status"]) == Status.DIVERGED)
+    keep = done & ~diverged
+    stats = {}
+    for name in STATISTICS_FIELDS:
+        if name not in sw.data:
+            continue
+        vals = np.asarray(sw.data[name], dtype=float)[keep]
+        finite = vals[np.isfinite(vals)]
+        if finite.size:
+            stats[name] = {"min": float(finite.min()), "median": float(np.median(finite)),
+                           "max": float(finite.max()), "finite": int(finite.size), "points": int(vals.size)}
+    return stats, int(diverged.sum())
 
 
 def summary_lines(sw):
@@ -187,15 +239,13 @@ def summary_lines(sw):
             reasons = np.asarray(sw.data["theory_reason"])[done]
             lines.append("theory       : " + ", ".join(f"{_reason_label(c)} {int((reasons == c).sum())}"
                                                        for c in np.unique(reasons)))
-        for name in ("test_loss", "train_loss", "delta_inf_norm", "l1_norm", "prediction_gap",
-                     "normalized_distance", "param_norm"):
-            if name not in sw.data:
-                continue
-            vals = np.asarray(sw.data[name], dtype=float)[done]
-            vals = vals[np.isfinite(vals)]
-            if vals.size:
-                lines.append(f"{name:<13}: min {vals.min():.4e}  median {np.median(vals):.4e}  "
-                             f"max {vals.max():.4e}  ({vals.size} finite)")
+        stats, diverged = field_statistics(sw)
+        kept = int(done.sum()) - diverged
+        lines.append(f"statistics   : over the {kept} points that did not diverge"
+                     + (f" ({diverged} diverged points excluded)" if diverged else ""))
+        for name, v in stats.items():
+            lines.append(f"{name:<13}: min {v['min']:.4e}  median {v['median']:.4e}  max {v['max']:.4e}  "
+                         f"({v['finite']} finite" + (f" of {v['points']})" if v["finite"] != v["points"] else ")"))
     return lines
 
 

@@ -10,6 +10,7 @@ Usage: ``python writer.py SPEC_JSON``, where the spec holds
 * ``idle_thread``: optional bool: start a thread that only sleeps, with no signal blocked (like numba's
   worker threads: the OS may deliver a process-directed signal to it);
 * ``sigint_ignored``: optional bool: ignore SIGINT before running (a background job, ``nohup``);
+* ``sighup_ignored``: optional bool: ignore SIGHUP before running (``nohup``; otherwise SIGHUP has its default);
 * ``pause_at_chunk``: optional N: after N chunks print ``PAUSED`` and sleep (for lock tests);
 * ``slow``: optional seconds to sleep after each chunk (gives external killers time).
 
@@ -45,6 +46,8 @@ def main():
     # as started from a terminal (Ctrl-C delivered), also when the test suite runs with SIGINT ignored, whose
     # children inherit that; or, asked for, as a background job
     signal.signal(signal.SIGINT, signal.SIG_IGN if spec.get("sigint_ignored") else signal.default_int_handler)
+    # SIGHUP too: as from a terminal (nohup passes it on ignored), or ignored, asked for (nohup itself)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN if spec.get("sighup_ignored") else signal.SIG_DFL)
     pause = spec.get("pause_at_chunk")
     slow = spec.get("slow", 0.0)
 

@@ -1,0 +1,113 @@
+"""The kinds of file the package writes (run, sweep, network sweep and figure stores): which kind a file is,
+and, for a file of another kind than a reader wants, an error that says what it is and names its reader.
+
+One reader per kind of file: :func:`dlnmomentum.open_store` (run stores), :func:`dlnmomentum.open_sweep` (sweep
+and network sweep stores), :func:`dlnmomentum.figures.open_figure` (figure stores); ``dlnm inspect`` reads
+them all.
+"""
+
+import os
+import stat
+
+from .files import StoreCorruptError, StoreError, attr_str, clear_status_flags, open_h5, reading, superblock_version
+
+#: The ``format`` attribute of a run store (:mod:`.format`).
+RUN_FORMAT = "dlnmomentum-run"
+
+#: Every kind of file the package writes: ``(what it is, its reader, how to continue it)``, ``{path}`` the file.
+#: A reader given a file of another kind names what the file is and its reader (:func:`wrong_kind`).
+FILE_KINDS = {
+    "run": ("a run store", "dlnmomentum.open_store('{path}') (`dlnm inspect {path}`)",
+            "dlnmomentum.resume('{path}') (`dlnm resume {path}`)"),
+    "sweep": ("a sweep store", "dlnmomentum.open_sweep('{path}') (`dlnm inspect {path}`)",
+              "dlnmomentum.resume_sweep('{path}') (`dlnm sweep --store {path} --resume`)"),
+    "network-sweep": ("a network sweep store", "dlnmomentum.open_sweep('{path}') (`dlnm inspect {path}`)",
+                      "dlnmomentum.resume_sweep('{path}') (`dlnm network ARCHITECTURE --store {path} --resume`)"),
+    "figure": ("a figure store", "dlnmomentum.figures.open_figure('{path}') (`dlnm inspect {path}`; "
+               "`dlnm plot {path}` draws it)",
+               "`dlnm figure NAME --out DIR` (a figure's sweeps continue from DIR/parts)"),
+}
+
+
+def kind_of(attrs):
+    """The :data:`FILE_KINDS` key of a file from its root attributes (None: an HDF5 file not of this package)."""
+    kind = attr_str(attrs.get("kind", ""))
+    if kind in ("sweep", "network-sweep", "figure"):
+        return kind
+    return "run" if attr_str(attrs.get("format", "")) == RUN_FORMAT else None
+
+
+def store_kind(path):
+    """The :data:`FILE_KINDS` key of the file at ``path``, or None for an HDF5 file of no kind of this package.
+
+    A missing, busy or unreadable file raises as :func:`open_h5` does.
+    """
+    f, _ = open_h5(path)
+    with f, reading(path):
+        return kind_of(f.attrs)
+
+
+def wrong_kind(path, kind, wanted, action="read"):
+    """The :class:`StoreError` for a file of ``kind`` met where a ``wanted`` file is read (``action="read"``) or
+    continued (``"resume"``): it says what the file is and names the reader (or the command) for it."""
+    want = FILE_KINDS[wanted][0]
+    if kind is None:
+        return StoreError(f"{path} is an HDF5 file but not {want}: it is none of the files dlnmomentum writes "
+                          f"({', '.join(v[0] for v in FILE_KINDS.values())})")
+    what, reader, cont = FILE_KINDS[kind]
+    hint = (cont if action == "resume" else reader).format(path=path)
+    return StoreError(f"{path} is {what}, not {want}; {'continue' if action == 'resume' else 'read'} it with "
+                      f"{hint}")
+
+
+def require_kind(path, wanted, action="read"):
+    """Raise :func:`wrong_kind`'s error unless the file at ``path`` is of kind ``wanted``."""
+    kind = store_kind(path)
+    if kind != wanted:
+        raise wrong_kind(path, kind, wanted, action)
+
+
+def _refusal(path, wanted, what):
+    want = FILE_KINDS[wanted][0]
+    return StoreError(f"refusing to overwrite {path}: it is {what}, not {want}; overwrite=True (--overwrite) replaces "
+                      f"only {want} that dlnmomentum wrote: choose another path, or remove the file yourself")
+
+
+def require_regular_or_absent(path, wanted):
+    """Refuse ``overwrite=True`` when ``path`` is something other than a regular file (a device such as
+    ``/dev/null``, a FIFO, a socket); nothing at ``path`` is fine. Only a ``stat``: nothing is opened."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise _refusal(path, wanted, "a directory" if stat.S_ISDIR(mode) else
+                       "a character device" if stat.S_ISCHR(mode) else
+                       "a block device" if stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                       "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
+def require_overwritable(path, wanted):
+    """Refuse ``overwrite=True`` (``--overwrite``) unless ``path`` holds a store of kind ``wanted`` that this package
+    wrote: the package never deletes a file it did not write (a text or CSV file, a device such as
+    ``/dev/null``, another program's HDF5 file) nor a store of another kind. ``path`` is the resolved path
+    (:func:`.files.real_path`), checked by the holder of its writer lock; nothing at it is fine. The error
+    names the path and says what is there.
+    """
+    require_regular_or_absent(path, wanted)
+    if not os.path.exists(path):
+        return
+    if superblock_version(path) is None:
+        raise _refusal(path, wanted, "not an HDF5 file")
+    try:
+        kind = store_kind(path)
+    except StoreCorruptError as exc:
+        if "left open by a writer" not in str(exc):
+            raise _refusal(path, wanted, f"an HDF5 file that cannot be read ({exc})") from exc
+        # a store whose writer died while it had the file open: clear HDF5's "open" flags (as h5clear and a
+        # resume do) to read what it is
+        clear_status_flags(path)
+        kind = store_kind(path)
+    if kind != wanted:
+        raise _refusal(path, wanted, FILE_KINDS[kind][0] if kind is not None else
+                       "an HDF5 file that dlnmomentum did not write")

@@ -1,0 +1,157 @@
+"""``overwrite=True`` replaces only a store of the kind being written, one that dlnmomentum wrote (issue 23, B11).
+
+Before: ``overwrite=True`` / ``--overwrite`` deleted whatever was at the path: a text or CSV file, another program's
+HDF5 file, a store of another kind, and (run as root) ``/dev/null``, which it replaced by a regular file. Now
+anything else is refused with a message naming the path and what is there, and left as it was.
+"""
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+
+import h5py
+import pytest
+
+import dlnmomentum as dm
+from dlnmomentum import store as S
+from dlnmomentum.cli import main
+
+SMALL = dict(n=8, d=13, s=3, n_test=50)
+NETWORK = {"generator": "teacher_student", "n": 6, "d": 2, "teacher_width": 2, "student_width": 3, "n_test": 20}
+
+WRITERS = {
+    "run": lambda P, path: dm.mgd(P, 0.01, 0.5, steps=100, store=path, overwrite=True),
+    "sweep": lambda P, path: dm.sweep(P, gammas=[0.01], betas=[0.5], steps=100, store=path, overwrite=True),
+    "network-sweep": lambda P, path: dm.networks_sweep(NETWORK, gammas=[0.01], betas=[0.5], steps=100, store=path,
+                                                       overwrite=True),
+}
+WHAT = {"run": "a run store", "sweep": "a sweep store", "network-sweep": "a network sweep store"}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return dm.sparse_regression(**SMALL, seed=4)
+
+
+@pytest.fixture(scope="module")
+def stores(problem, tmp_path_factory):
+    """One finished store of each kind (copied by the tests that overwrite them)."""
+    base = tmp_path_factory.mktemp("kinds")
+    out = {kind: base / f"{kind}.h5" for kind in WRITERS}
+    for kind, path in out.items():
+        WRITERS[kind](problem, path)
+    return out
+
+
+def _text(path):
+    path.write_text("not a store\n")
+    return "not an HDF5 file"
+
+
+def _csv(path):
+    path.write_text("gamma,beta,test_loss\n0.01,0.5,1e-3\n")
+    return "not an HDF5 file"
+
+
+def _foreign(path):
+    with h5py.File(path, "w") as f:
+        f["data"] = [1.0, 2.0]
+        f.attrs["kind"] = "measurements"
+    return "an HDF5 file that dlnmomentum did not write"
+
+
+def _fifo(path):
+    os.mkfifo(path)
+    return "a FIFO"
+
+
+TARGETS = {"text": _text, "csv": _csv, "foreign-hdf5": _foreign, "fifo": _fifo}
+
+
+def _state(path):
+    st = os.lstat(path)
+    data = path.read_bytes() if stat.S_ISREG(st.st_mode) else None
+    return stat.S_IFMT(st.st_mode), data
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_anything_but_a_store_is_refused_and_kept(problem, tmp_path, kind, target):
+    path = tmp_path / f"x.{target}"
+    what = TARGETS[target](path)
+    before = _state(path)
+    with pytest.raises(S.StoreError, match=f"refusing to overwrite {path}: it is {what}, not {WHAT[kind]}"):
+        WRITERS[kind](problem, path)
+    assert _state(path) == before
+    assert sorted(os.listdir(tmp_path)) == [path.name]  # no lock, no temporary left
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_a_store_of_another_kind_is_refused_and_kept(problem, stores, tmp_path, kind):
+    for other, src in stores.items():
+        if other == kind:
+            continue
+        path = tmp_path / f"{other}.h5"
+        path.write_bytes(src.read_bytes())
+        with pytest.raises(S.StoreError, match=f"refusing to overwrite {path}: it is {WHAT[other]}, not "
+                                               f"{WHAT[kind]}"):
+            WRITERS[kind](problem, path)
+        assert path.read_bytes() == src.read_bytes()
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_a_device_behind_a_symlink_is_refused(problem, tmp_path, kind):
+    """``/dev/null`` (through a link, so that the code before this fix removed only the link)."""
+    link = tmp_path / "null.h5"
+    os.symlink(os.devnull, link)
+    with pytest.raises(S.StoreError, match=f"refusing to overwrite {os.devnull}: it is a character device"):
+        WRITERS[kind](problem, link)
+    assert os.path.islink(link) and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert not os.path.exists(os.devnull + ".lock")
+
+
+@pytest.mark.parametrize("kind", list(WRITERS))
+def test_a_store_of_the_kind_is_replaced(problem, stores, tmp_path, kind):
+    path = tmp_path / "s.h5"
+    path.write_bytes(stores[kind].read_bytes())
+    WRITERS[kind](problem, path)
+    assert S.open_store(path).state == "complete" if kind == "run" else dm.open_sweep(path).complete
+
+
+def test_a_store_whose_writer_died_with_it_open_is_replaced(problem, stores, tmp_path):
+    """The superblock still says "open for writing" (the flags a killed writer leaves): it is still a sweep store."""
+    path = tmp_path / "s.h5"
+    path.write_bytes(stores["sweep"].read_bytes())
+    code = ("import h5py, os, sys\nf = h5py.File(sys.argv[1], 'r+')\nprint('open', flush=True)\n"
+            "os.kill(os.getpid(), 9)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == -signal.SIGKILL and out.stdout.strip() == "open"
+    with pytest.raises(S.StoreCorruptError, match="left open by a writer that died"):
+        dm.open_sweep(path)
+    assert WRITERS["sweep"](problem, path).complete
+
+
+def test_cli_overwrite_refuses_a_text_file(tmp_path, capsys):
+    path = tmp_path / "notes.txt"
+    path.write_text("my notes\n")
+    assert main(["run", "--gamma", "0.01", "--beta", "0.5", "--steps", "100", "--store", str(path), "--overwrite",
+                 "--n", "8", "--d", "13", "--n-test", "50"]) == 2
+    err = capsys.readouterr().err
+    assert f"refusing to overwrite {path}: it is not an HDF5 file, not a run store" in err, err
+    assert path.read_text() == "my notes\n"
+
+
+def test_figure_overwrite_replaces_only_a_figure_store(tmp_path):
+    """``dlnm figure NAME --overwrite`` leaves a file that is not a figure store alone (and says what it is)."""
+    from dlnmomentum.figures import compute_figure
+    from dlnmomentum.store.files import StoreError
+
+    path = tmp_path / "quadratic.h5"
+    path.write_text("not a store\n")
+    with pytest.raises(StoreError, match="quadratic.h5"):
+        compute_figure("quadratic", "tiny", str(tmp_path), overwrite=True, log=lambda line: None)
+    assert path.read_text() == "not a store\n"
+    compute_figure("quadratic", "tiny", str(tmp_path / "ok"), log=lambda line: None)  # a figure store ...
+    compute_figure("quadratic", "tiny", str(tmp_path / "ok"), overwrite=True, log=lambda line: None)  # ... is replaced

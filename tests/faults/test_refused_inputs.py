@@ -1,0 +1,189 @@
+"""Hostile input that used to slip through (issue 23, B12 and B14): refused before any work, with an error that
+names the parameter (or the file) and the allowed range; nothing silently coerced.
+
+Before: ``store=""`` ran the whole budget, returned ``interrupted`` and wrote nothing; ``networks_sweep`` on a
+diagonal sweep store raised a raw ``KeyError``; ``sweep(store=<a directory>)`` said the store "exists"; a
+missing directory was reported as a missing ``.lock`` file; ``X * 1e200`` was accepted by ``mgd`` and ``sweep``;
+``Record(log=1e30)``, ``gammas="1e-3:1e-1:1e12"`` and ``reps=1e12`` died in NumPy (MemoryError);
+``gammas=[True]`` ran γ = 1, ``gammas=['0.1']`` was accepted, ``"0.1,,0.2"`` dropped the empty item,
+``resume="no"`` resumed and ``overwrite="yes"`` replaced; ``dlnm network --gamma 0.1 --gammas 0.1`` ignored
+``--gamma`` and ``--widths a,b`` did not name ``--widths``.
+"""
+
+import os
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import dlnmomentum as dm
+from dlnmomentum.cli import main
+
+SMALL = dict(n=8, d=13, s=3, n_test=50)
+NETWORK = {"generator": "teacher_student", "n": 6, "d": 2, "teacher_width": 2, "student_width": 3, "n_test": 20}
+GRID = dict(gammas=[0.01], betas=[0.5], steps=100)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return dm.sparse_regression(**SMALL, seed=4)
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    """Run in an empty folder: an empty store path must leave nothing behind (no '.lock', no '.creating')."""
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+
+
+STORE_CALLS = {
+    "mgd": lambda P, store: dm.mgd(P, 0.01, 0.5, steps=10**9, store=store),
+    "mgf": lambda P, store: dm.mgf(P, 0.1, t_max=2e5, store=store),
+    "gf": lambda P, store: dm.gf(P, t_max=2e5, store=store),
+    "sweep": lambda P, store: dm.sweep(P, gammas=[0.01], betas=[0.5], steps=10**9, store=store),
+    "networks_sweep": lambda P, store: dm.networks_sweep(NETWORK, gammas=[0.01], betas=[0.5], steps=10**9,
+                                                         store=store),
+}
+
+
+@pytest.mark.parametrize("call", list(STORE_CALLS))
+def test_an_empty_store_path_is_refused_before_any_work(problem, in_tmp, call):
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match=r"store must be a file path, got '' \(empty\)"):
+        STORE_CALLS[call](problem, "")
+    assert time.monotonic() - t0 < 5.0  # refused up front, not after a budget of 1e9 steps
+
+
+@pytest.mark.parametrize("call", list(STORE_CALLS))
+def test_a_directory_and_a_missing_directory_are_named(problem, tmp_path, call):
+    with pytest.raises(IsADirectoryError, match=f"store {tmp_path} is a directory"):
+        STORE_CALLS[call](problem, tmp_path)
+    missing = tmp_path / "no" / "s.h5"
+    with pytest.raises(FileNotFoundError, match=f"directory {tmp_path / 'no'} does not exist") as info:
+        STORE_CALLS[call](problem, missing)
+    assert ".lock" not in str(info.value)
+
+
+def test_networks_sweep_on_a_diagonal_sweep_store_names_it(problem, tmp_path):
+    path = tmp_path / "s.h5"
+    dm.sweep(problem, store=path, **GRID)
+    with pytest.raises(dm.StoreError, match=r"is a sweep store, not a network sweep store; continue it with "
+                                            r"dlnmomentum\.resume_sweep") as info:
+        dm.networks_sweep(NETWORK, gammas=[0.01], betas=[0.5], steps=10, store=path, resume=True)
+    assert str(path) in str(info.value)
+    with pytest.raises(dm.StoreError, match=r"is a sweep store, not a network sweep store; continue it with"):
+        dm.resume_networks_sweep(path)
+    with pytest.raises(dm.StoreError, match=r"is a sweep store, not a network sweep store"):
+        dm.open_networks_sweep(path)
+
+
+def scaled(problem, factor):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return dm.Problem(problem.X * factor, problem.y, problem.X_test * factor, problem.y_test)
+
+
+CASES = {
+    "mgd X * 1e200": (lambda P: dm.mgd(scaled(P, 1e200), 0.01, 0.5, steps=10), ValueError,
+                      r"X must be scaled so that XᵀX/n and Xᵀy/n are finite: rescale X and y"),
+    "smgd X * 1e200": (lambda P: dm.mgd(scaled(P, 1e200), 0.01, 0.5, steps=10, batch_size=2), ValueError,
+                       r"X must be scaled so that XᵀX/n and Xᵀy/n are finite"),
+    "sweep X * 1e200": (lambda P: dm.sweep(scaled(P, 1e200), **GRID), ValueError,
+                        r"X must be scaled so that XᵀX/n and Xᵀy/n are finite"),
+    "sweep spec mu 1e200": (lambda P: dm.sweep(dict(SMALL, mu=1e200), **GRID), ValueError,
+                            r"X must be scaled so that XᵀX/n and Xᵀy/n are finite"),
+    "mgf X * 1e200": (lambda P: dm.mgf(scaled(P, 1e200), 0.1, t_max=1), ValueError,
+                      r"X must be scaled so that XᵀX/n, Xᵀy/n and the stiffness estimate"),
+    "Record log 1e30": (lambda P: dm.Record(log=1e30), ValueError, r"log must be an integer in \[1, 10000000\]"),
+    "gammas num 1e12": (lambda P: dm.sweep(P, gammas="1e-3:1e-1:1e12", betas=[0.5], steps=10), ValueError,
+                        r"gammas must be .* \(num must be an integer in \[1, 1000000\], got '1e12'\)"),
+    "reps 1e12": (lambda P: dm.sweep(SMALL, gammas=[0.01], betas=[0.5], steps=10, reps=1e12), ValueError,
+                  r"reps must be an integer in \[1, 1000000\]"),
+    "too many points": (lambda P: dm.sweep(SMALL, gammas="1e-3:1e-1:1000", betas="0:0.9:1000", steps=10, reps=20),
+                        ValueError, r"a sweep takes at most 10000000 points .* reps=20 x betas=1000 x gammas=1000"),
+    "network reps 1e12": (lambda P: dm.networks_sweep(NETWORK, gammas=[0.01], betas=[0.5], steps=10, reps=1e12),
+                          ValueError, r"reps must be an integer in \[1, 1000000\]"),
+    "gammas complex": (lambda P: dm.sweep(P, gammas=[1j], betas=[0.5], steps=10), TypeError,
+                       r"gammas\[0\] must be a real number in \(0, inf\), got complex"),
+    "gammas bool": (lambda P: dm.sweep(P, gammas=[True], betas=[0.5], steps=10), TypeError,
+                    r"gammas\[0\] must be a real number in \(0, inf\), got bool"),
+    "gammas str": (lambda P: dm.sweep(P, gammas=["0.1"], betas=[0.5], steps=10), TypeError,
+                   r"gammas\[0\] must be a real number in \(0, inf\), got str"),
+    "betas bool array": (lambda P: dm.sweep(P, gammas=[0.1], betas=np.array([False]), steps=10), TypeError,
+                         r"betas\[0\] must be a real number in \[0, 1\), got bool"),
+    "lams empty item": (lambda P: dm.sweep(P, lams="0.1,,0.2", t_max=1), ValueError,
+                        r"lams must be .*; got '0.1,,0.2' \(value 2 of 3 is empty\)"),
+    "gammas trailing comma": (lambda P: dm.sweep(P, gammas="0.1,", betas=[0.5], steps=10), ValueError,
+                              r"value 2 of 2 is empty"),
+    "pairs bool": (lambda P: dm.sweep(P, pairs=[(True, 0.5)], steps=10), TypeError,
+                   r"pairs\[0\] gamma must be a real number in \(0, inf\), got bool"),
+    "network gammas str": (lambda P: dm.networks_sweep(NETWORK, gammas=["0.1"], betas=[0.5], steps=10), TypeError,
+                           r"gammas\[0\] must be a real number"),
+    "network widths float": (lambda P: dm.networks_sweep({"generator": "deep_linear", "widths": [30, 2.5, 1]},
+                                                         gammas=[0.1], betas=[0.5], steps=10), TypeError,
+                             r"widths\[1\] must be an integer in \[1, inf\), got 2.5"),
+    "sweep replace str": (lambda P: dm.sweep(P, gammas=[0.1], betas=[0.5], steps=10, batch_size=2, replace="no"),
+                          TypeError, r"replace must be True or False, got 'no'"),
+    "mgd overwrite str": (lambda P: dm.mgd(P, 0.01, 0.5, steps=10, store="x.h5", overwrite="yes"), TypeError,
+                          r"overwrite must be True or False, got 'yes'"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_refused_with_the_parameter_and_its_range(problem, name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    call, exc, match = CASES[name]
+    t0 = time.monotonic()
+    with pytest.raises(exc, match=match):
+        call(problem)
+    assert time.monotonic() - t0 < 10.0
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("kind", ["sweep", "networks_sweep"])
+def test_resume_and_overwrite_take_bools_only(problem, tmp_path, kind):
+    path = tmp_path / "s.h5"
+    if kind == "sweep":
+        def call(**kw):
+            return dm.sweep(problem, store=path, **GRID, **kw)
+    else:
+        def call(**kw):
+            return dm.networks_sweep(NETWORK, gammas=[0.01], betas=[0.5], steps=10, store=path, **kw)
+    call()
+    before = path.read_bytes()
+    with pytest.raises(TypeError, match=r"resume must be True or False, got 'no'"):
+        call(resume="no")  # used to resume
+    with pytest.raises(TypeError, match=r"overwrite must be True or False, got 'yes'"):
+        call(overwrite="yes")  # used to replace the store
+    with pytest.raises(TypeError, match=r"resume must be True or False, got 1"):
+        call(resume=1)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["sweep", "--gammas", "1e-3:1e-1:1e12", "--betas", "0.5", "--steps", "10"],
+     "num must be an integer in [1, 1000000]"),
+    (["sweep", "--gammas", "0.1,,0.2", "--betas", "0.5", "--steps", "10"], "value 2 of 3 is empty"),
+    (["sweep", "--pairs", "0.01/0.5,,0.1/0", "--steps", "10"], "pair 2 of 3 is empty"),
+    (["network", "deep-linear", "--widths", "a,b", "--gamma", "0.01", "--beta", "0.5", "--steps", "10"],
+     "--widths must be layer widths"),
+    (["network", "deep-linear", "--widths", "30,2.5,1", "--gamma", "0.01", "--beta", "0.5", "--steps", "10"],
+     "(entry 2, '2.5')"),
+    (["network", "teacher-student", "--gamma", "0.1", "--beta", "0.5", "--gammas", "0.1", "--betas", "0.5",
+      "--steps", "10"], "give --gamma and --beta (one run) or --gammas and --betas (a sweep), not both"),
+    (["network", "teacher-student", "--gamma", "0.1", "--gammas", "0.1", "--betas", "0.5", "--steps", "10"],
+     "not both"),
+    (["run", "--gamma", "0.01", "--beta", "0.5", "--steps", "10", "--store", ""], "store must be a file path"),
+])
+def test_cli_refuses_with_the_option(argv, says, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main([*argv, "--no-progress"])
+    except SystemExit as exc:  # argparse: the option's own type refused it
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err, err
+    assert os.listdir(tmp_path) == []
