@@ -37,7 +37,7 @@ from .sweeps.grid import parse_grid
 from .sweeps.networks import open_networks_sweep, resume_networks_sweep
 from .sweeps.result import Sweep
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 __all__ = [
     "CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STATUS_MESSAGES", "Status",

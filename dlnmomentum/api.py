@@ -12,12 +12,14 @@ import os
 from .driver import drive
 from .networks import NetworkProblem
 from .runs.common import auto_progress
-from .runs.flow import prepare_flow, prepare_mgf_from_mgd
+from .runs.flow import prepare_mgf_from_mgd
+from .runs.flow_adaptive import prepare_flow_run
 from .runs.mgd import prepare_mgd
 from .runs.network import prepare_network
 from .runs.stepping import DEFAULT_MAX_CROSSINGS
 from .store import run_with_store
-from .store.files import StoreError, StoreExistsError
+from .store.files import StoreError, StoreExistsError, real_path
+from .store.kinds import require_overwritable, require_regular_or_absent
 from .store.sweep_format import SweepFile
 from .store.sweep_format import lock as sweep_lock
 from .sweeps.distributed import executor_for
@@ -26,7 +28,7 @@ from .sweeps.networks import is_network_sweep, resume_networks_sweep
 from .sweeps.networks import networks_sweep as _networks_sweep
 from .sweeps.plan import Plan, config_differences
 from .sweeps.plan import make_config as make_sweep_config
-from .validate import as_int
+from .validate import as_bool, as_int
 
 __all__ = ["gf", "mgd", "mgf", "mgf_from_mgd", "networks_sweep", "resume_sweep", "sweep"]
 
@@ -42,7 +44,8 @@ def _execute(run, progress, work, store, overwrite, checkpoint_every):
 
 
 def _flow_work(run):
-    return 4.0 * float(run.total) * run.problem.d * run.problem.d
+    estimate = getattr(run, "work_estimate", None)  # an adaptive run: total is a budget, not the plan
+    return estimate() if estimate is not None else 4.0 * float(run.total) * run.problem.d * run.problem.d
 
 
 # -- discrete time -----------------------------------------------------------------------------------
@@ -125,8 +128,8 @@ def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size
 
 def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=None, v_dot0=None, tol=None,
         record=None, progress=None, gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS,
-        store=None, overwrite=False, checkpoint_every=60.0, scheme="auto"):
-    r"""Integrate momentum gradient flow MGF(λ) on a 2-layer diagonal linear network by fixed-step (exponential) RK4.
+        store=None, overwrite=False, checkpoint_every=60.0, scheme="auto", rtol=None, atol=None, max_steps=None):
+    r"""Integrate momentum gradient flow MGF(λ) on a 2-layer diagonal linear network.
 
     .. math::
         \lambda\ddot w_\pm + \dot w_\pm \pm \nabla L(\theta)\odot w_\pm = 0,\qquad
@@ -168,34 +171,42 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
         Capacity of the crossing-time log.
     store, overwrite, checkpoint_every
         Stream the run to an HDF5 file (see :mod:`dlnmomentum.store`).
-    scheme : {"auto", "rk4", "exp-rk4"}
-        Stepper: classic RK4, or the exponential RK4 of :mod:`dlnmomentum.kernels.flow_exp`
-        (the fast mode -1/λ exactly, a step set by the gradient time scale, not by λ);
-        ``"auto"`` takes the exponential one when λ is small against that time scale
-        (:func:`dlnmomentum.runs.stepping.choose_scheme`). ``result.config.scheme`` is the one used.
+    scheme : {"auto", "rk4", "exp-rk4", "rodas"}
+        Stepper: classic RK4 on a fixed grid; the exponential RK4 of :mod:`dlnmomentum.kernels.flow_exp`
+        (the fast mode -1/λ exactly, a step set by the gradient time scale, not by λ); or ``"rodas"``,
+        the adaptive Rosenbrock method Rodas5P of :mod:`dlnmomentum.kernels.flow_rodas` (L-stable,
+        error-controlled steps that grow along the slow tail: a run to train loss 1e-20 at t ~ 3e5
+        takes a few thousand steps instead of ~1e7). ``"auto"`` takes ``"rodas"`` for a ``tol``
+        stopping rule or a long horizon, else the cheaper fixed-grid scheme
+        (:func:`dlnmomentum.runs.stepping.choose_flow_scheme`). ``result.config.scheme`` is the one used.
+    rtol, atol : float, optional
+        Tolerances of ``"rodas"`` (default 1e-10 and 1e-12: θ within about 1e-10 of a tight reference).
+    max_steps : int, optional
+        Budget of accepted ``"rodas"`` steps (default 1e8; status ``max_steps`` when spent).
 
     Returns
     -------
     FlowResult
         Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``.
     """
-    run = prepare_flow(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0,
-                       v_dot0=v_dot0, tol=tol, record=record, gradient=gradient, refine_start=refine_start,
-                       max_crossings=max_crossings, scheme=scheme)
+    run = prepare_flow_run(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0,
+                           v_dot0=v_dot0, tol=tol, record=record, gradient=gradient, refine_start=refine_start,
+                           max_crossings=max_crossings, scheme=scheme, rtol=rtol, atol=atol, max_steps=max_steps)
     return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
 
 
 def gf(problem, *, t_max, h=None, alpha=0.01, u0=None, v0=None, tol=None, record=None, progress=None,
        gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS, store=None, overwrite=False,
-       checkpoint_every=60.0, scheme="auto"):
-    r"""Integrate gradient flow :math:`\dot w_\pm = \mp\nabla L(\theta)\odot w_\pm` (MGF with λ = 0) by RK4.
+       checkpoint_every=60.0, scheme="auto", rtol=None, atol=None, max_steps=None):
+    r"""Integrate gradient flow :math:`\dot w_\pm = \mp\nabla L(\theta)\odot w_\pm` (MGF with λ = 0).
 
     Same arguments and result as :func:`mgf` (no initial velocity). Δ_t = Δ_0 along the exact
-    flow; ``J± = G₂ = ∫∇L²``, ``K = Q = 0`` and ``I± = 0``. ``scheme`` is ``"auto"`` or ``"rk4"``
-    (both RK4: gradient flow has no fast mode for the exponential scheme).
+    flow; ``J± = G₂ = ∫∇L²``, ``K = Q = 0`` and ``I± = 0``. ``scheme`` is ``"auto"``, ``"rk4"`` or
+    ``"rodas"`` (gradient flow has no fast mode for the exponential scheme).
     """
-    run = prepare_flow(problem, 0.0, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, tol=tol, record=record,
-                       gradient=gradient, refine_start=refine_start, max_crossings=max_crossings, scheme=scheme)
+    run = prepare_flow_run(problem, 0.0, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, tol=tol, record=record,
+                           gradient=gradient, refine_start=refine_start, max_crossings=max_crossings, scheme=scheme,
+                           rtol=rtol, atol=atol, max_steps=max_steps)
     return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
 
 
@@ -316,6 +327,7 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
     config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
                                         seed, tol, alpha, replace, gradient, theory, theory_tol, scheme,
                                         pairs=pairs)
+    resume, overwrite = as_bool("resume", resume), as_bool("overwrite", overwrite)  # "no" is not False
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     plan = Plan(config, problem)
@@ -325,15 +337,18 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
         if resume:
             raise ValueError("resume=True needs a store")
         return run_plan(plan, None, progress, block_size, log, wave_size, device, executor)
-    path = store_path(store)
+    path = real_path(store_path(store))  # through a symlink: the file it leads to is locked and written
+    if overwrite:
+        require_regular_or_absent(path, "sweep")  # a device, FIFO, ...: refused before a lock file is made
     lock = sweep_lock(path)
     try:
         sw = SweepFile(path)
         if os.path.exists(path):
             if overwrite:
+                require_overwritable(path, "sweep")  # only a sweep store that this package wrote is replaced
                 os.remove(path)
             elif resume:
-                stored, _ = sw.read_config()
+                stored, _ = sw.read_config(action="resume")
                 diff = config_differences(stored, config)
                 if diff:
                     raise StoreError(f"sweep store {path} was created with a different configuration "
@@ -358,7 +373,7 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
     ``device`` and ``client`` as in :func:`sweep`: a sweep may be continued on another device, or on a
     Dask cluster, than it started on.
     """
-    path = store_path(path)
+    path = real_path(store_path(path))  # through a symlink: the file it leads to is locked and written
     if not os.path.exists(path):
         raise FileNotFoundError(f"sweep store {path} does not exist")
     executor = executor_for(client)
@@ -371,7 +386,7 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
     lock = sweep_lock(path)
     try:
         sw = SweepFile(path)
-        config, problem = sw.read_config()
+        config, problem = sw.read_config(action="resume")
         config.pop("sessions", None)
         plan = Plan(config, problem)
         check_device(device, plan, here=client is None)

@@ -12,7 +12,10 @@ Run protocol (duck-typed)
 steps), ``cursor`` (int64[1] index into the schedule), ``new_block(rows)``
 (a dict of record buffers), ``advance(n_steps, block, offset)`` → kernel
 status (a :class:`~dlnmomentum.Status` code: running, converged or diverged),
-``chunk_steps`` (a good chunk length), ``finish(status)`` → result.
+``chunk_steps`` (a good chunk length), ``finish(status)`` → result, and ``block_rows(n_steps)``
+(the rows of the record block for a chunk of ``n_steps``; :class:`RunStateMixin` has the rule of
+runs whose schedule lists step numbers; an adaptive run, whose schedule lists times, gives a bound
+and its kernel returns early when the block is full).
 """
 
 import contextlib
@@ -36,9 +39,16 @@ class RunStateMixin:
                 raise ValueError(f"checkpoint array {name!r} has shape {src.shape}, expected {target.shape}")
             target[...] = src
 
+    def block_rows(self, n_steps):
+        """Rows of the record block of a chunk of ``n_steps``: the schedule's steps up to ``done + n_steps``."""
+        end = int(self.schedule.searchsorted(self.done + n_steps, side="right"))
+        return max(end - int(self.cursor[0]), 0)
 
-#: The signals a run turns into a stop request (SIGINT: Ctrl-C; SIGTERM: a job manager or ``kill``).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: The signals a run turns into a stop request (SIGINT: Ctrl-C; SIGTERM: a job manager or ``kill``; SIGHUP: the
+#: terminal was closed, which would otherwise kill the process between checkpoints). Each stays ignored
+#: where the process inherited it ignored (``nohup`` ignores SIGHUP).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 def _in_main_thread():
@@ -181,8 +191,7 @@ def _one_chunk(run, flag, bar, sink, blocks):
     remaining = run.total - run.done
     n = min(remaining, run.chunk_steps)
     start = int(run.cursor[0])
-    end = int(run.schedule.searchsorted(run.done + n, side="right"))
-    block = run.new_block(max(end - start, 0))
+    block = run.new_block(run.block_rows(n))
     before = run.done
     code = run.advance(n, block, start)
     rows = int(run.cursor[0]) - start

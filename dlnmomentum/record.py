@@ -9,6 +9,8 @@ from .validate import MAX_STEPS, as_float, as_int
 #: Names of the recorded fields, in the order of the kernels' buffers.
 VECTOR_FIELDS = ("theta", "w_plus", "w_minus", "delta")
 SCALAR_FIELDS = ("train_loss", "test_loss")
+#: The most log-spaced points ``Record(log=...)`` takes (the schedule is built as arrays of that length).
+MAX_LOG = 10**7
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class Record:
         time units, rounded to the integration grid).
     log : int, optional
         About ``log`` log-spaced points between the first update and the end
-        (duplicates after rounding to whole steps are merged).
+        (duplicates after rounding to whole steps are merged), 1 to :data:`MAX_LOG`.
     steps : sequence of int, optional
         Explicit step numbers (discrete) / integration-step numbers (flows).
     times : sequence of float, optional
@@ -45,7 +47,7 @@ class Record:
         if self.every is not None:
             as_float("every", self.every, low=0.0, low_open=True)
         if self.log is not None:
-            object.__setattr__(self, "log", as_int("log", self.log, low=1))
+            object.__setattr__(self, "log", as_int("log", self.log, low=1, high=MAX_LOG))
         if self.steps is not None:
             object.__setattr__(self, "steps", _step_numbers(self.steps))
         if self.times is not None:
@@ -84,6 +86,40 @@ class Record:
             out = np.round(np.asarray(self.times) / h).astype(np.int64)
         out = out[(out >= 0) & (out <= n_steps)]
         return _sorted_unique(np.concatenate([[0], out, [n_steps]]).astype(np.int64))
+
+    def time_schedule(self, t_max):
+        """Sorted unique float64 record times in ``[0, t_max]``, for an adaptive flow (no grid).
+
+        ``every``: ``0, every, 2·every, ...`` and ``t_max``; ``log``: about ``log`` log-spaced times from
+        ``min(FIRST_LOG_TIME, t_max)`` to ``t_max``; ``times``: as given. ``0`` and ``t_max`` are always
+        included. ``steps=`` counts grid steps, which an adaptive run does not have (refused).
+        """
+        t_max = float(t_max)
+        if self.steps is not None:
+            raise ValueError("Record(steps=...) counts grid steps, and the adaptive scheme 'rodas' has no grid: "
+                             "record with every= or times= (time units) or log=, or choose a fixed-step scheme")
+        if self.every is not None:
+            count = t_max / float(self.every)
+            if count > MAX_RECORD_ROWS:
+                raise ValueError(f"every must be at least t_max/{MAX_RECORD_ROWS:.0e} = {t_max / MAX_RECORD_ROWS:.3g} "
+                                 f"for t_max = {t_max:g}: every = {self.every!r} asks for {count:.3g} rows")
+            out = np.arange(int(count) + 1, dtype=np.float64) * float(self.every)
+        elif self.log is not None:
+            if self.log > MAX_RECORD_ROWS:
+                raise ValueError(f"log must be at most {MAX_RECORD_ROWS:.0e}, got {self.log}")
+            out = np.geomspace(min(FIRST_LOG_TIME, t_max), t_max, self.log)
+        else:
+            out = np.asarray(self.times, dtype=np.float64)
+        out = out[(out >= 0.0) & (out <= t_max)]
+        return np.unique(np.concatenate([[0.0], out, [t_max]]))
+
+
+#: The first time of a ``Record(log=...)`` of an adaptive flow (the escape from a small initialisation
+#: takes a few time units).
+FIRST_LOG_TIME = 1e-2
+#: The most rows an adaptive flow's schedule may hold (8 bytes each, plus the rows themselves).
+MAX_RECORD_ROWS = 10**8
+
 
 def _step_numbers(value):
     """``steps=``: a 1-d sequence of integers in [0, MAX_STEPS], as a tuple of ints."""

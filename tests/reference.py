@@ -89,9 +89,9 @@ def _w_gradient(H, b, w):
     return np.concatenate([g * wp, -g * wm]), g
 
 
-def mgf_radau(H, b, lam, t_max, w0, v0, rtol=1e-12, atol=1e-15):
+def mgf_radau(H, b, lam, t_max, w0, v0, rtol=1e-12, atol=1e-15, full=False):
     """θ(t_max) of MGF(λ), λ > 0, from (w₀, ẇ₀) (both ``(2d,)``, w = (w₊, w₋)): SciPy's Radau on the
-    first-order system in (w, ẇ), λẅ + ẇ + ∇_w L = 0, with its exact Jacobian."""
+    first-order system in (w, ẇ), λẅ + ẇ + ∇_w L = 0, with its exact Jacobian (``full``: (w, ẇ) instead)."""
     d = b.shape[0]
 
     def rhs(t, z):
@@ -114,16 +114,39 @@ def mgf_radau(H, b, lam, t_max, w0, v0, rtol=1e-12, atol=1e-15):
     if not sol.success:
         raise RuntimeError(f"Radau failed for lambda = {lam}: {sol.message}")
     w = sol.y[:2 * d, -1]
+    if full:
+        return w, sol.y[2 * d:, -1]
     return (w[:d] ** 2 - w[d:] ** 2) / 4
 
 
-def gf_dop853(H, b, t_max, w0, rtol=1e-13, atol=1e-16):
-    """θ(t_max) of gradient flow ẇ = -∇_w L from w₀ (``(2d,)``): SciPy's DOP853."""
+def gf_dop853(H, b, t_max, w0, rtol=1e-13, atol=1e-16, full=False):
+    """θ(t_max) of gradient flow ẇ = -∇_w L from w₀ (``(2d,)``): SciPy's DOP853 (``full``: w instead)."""
     d = b.shape[0]
     sol = solve_ivp(lambda t, w: -_w_gradient(H, b, w)[0], (0.0, t_max), w0, method="DOP853", rtol=rtol,
                     atol=atol)
     if not sol.success:
         raise RuntimeError(f"DOP853 failed: {sol.message}")
     w = sol.y[:, -1]
+    if full:
+        return w
     return (w[:d] ** 2 - w[d:] ** 2) / 4
 
+
+
+def gf_radau(H, b, t_max, w0, rtol=1e-10, atol=1e-13):
+    """θ(t_max) of gradient flow ẇ = -∇_w L from w₀ (``(2d,)``): SciPy's Radau with the exact Jacobian (a stiff
+    reference for long horizons, where DOP853 would take ~1e6 steps)."""
+    d = b.shape[0]
+
+    def jac(t, w):
+        wp, wm = w[:d], w[d:]
+        _, g = _w_gradient(H, b, w)
+        return -np.block([[np.diag(g) + wp[:, None] * H * (wp / 2)[None, :], -wp[:, None] * H * (wm / 2)[None, :]],
+                          [-wm[:, None] * H * (wp / 2)[None, :], -np.diag(g) + wm[:, None] * H * (wm / 2)[None, :]]])
+
+    sol = solve_ivp(lambda t, w: -_w_gradient(H, b, w)[0], (0.0, t_max), w0, method="Radau", rtol=rtol, atol=atol,
+                    jac=jac)
+    if not sol.success:
+        raise RuntimeError(f"Radau failed: {sol.message}")
+    w = sol.y[:, -1]
+    return (w[:d] ** 2 - w[d:] ** 2) / 4

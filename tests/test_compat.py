@@ -43,7 +43,9 @@ def _fresh(name):
     record = dm.Record(log=job.pop("record_log"))
     if kind == "mgd":
         return dm.mgd(_problem(), job.pop("gamma"), job.pop("beta"), record=record, **job)
-    return dm.mgf(_problem(), job.pop("lam"), record=record, **job)
+    # 0.2.0 integrated every flow with RK4 on a grid (its stores resume so); "auto" now takes the adaptive scheme
+    # for this long horizon
+    return dm.mgf(_problem(), job.pop("lam"), record=record, scheme="rk4", **job)
 
 
 def _same_arithmetic():

@@ -135,8 +135,10 @@ def test_cluster_store_is_the_local_store_bit_for_bit(client, reference, tmp_pat
         assert a.attrs["config"] == b.attrs["config"]
 
 
-def test_flow_sweep_on_the_cluster_is_the_local_one(client, tmp_path):
-    grid = {"lams": [0.0, 0.05, 0.5, 2.0], "t_max": 10.0, "reps": 2}
+@pytest.mark.parametrize("grid", [{"lams": [0.0, 0.05, 0.5, 2.0], "t_max": 10.0, "reps": 2},
+                                  {"lams": [0.0, 0.05, 0.5, 2.0], "t_max": 1e7, "tol": 1e-20, "reps": 2}],
+                         ids=["rk4", "rodas"])  # (a tol: the adaptive scheme)
+def test_flow_sweep_on_the_cluster_is_the_local_one(client, tmp_path, grid):
     local, remote = str(tmp_path / "local.h5"), str(tmp_path / "cluster.h5")
     dm.sweep(SPEC, **grid, store=local)
     result = dm.sweep(SPEC, **grid, store=remote, client=client, wave_size=1)

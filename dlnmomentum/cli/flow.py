@@ -5,6 +5,7 @@ from .common import (
     add_problem_arguments,
     add_record_arguments,
     print_result,
+    print_theory,
     problem_from_args,
     progress_wanted,
     record_from_args,
@@ -18,41 +19,54 @@ def _cmd_flow(args):
         result = gf(problem, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
                     record=record_from_args(args), progress=progress_wanted(args),
                     refine_start=refine, store=args.store, overwrite=args.overwrite,
-                    checkpoint_every=args.checkpoint_every, scheme=args.scheme)
+                    checkpoint_every=args.checkpoint_every, scheme=args.scheme, rtol=args.rtol, atol=args.atol,
+                    max_steps=args.max_steps)
     else:
         if args.lam is None:
             raise ValueError("lam is required for MGF (give --lam LAMBDA, or --gf for gradient flow)")
         result = mgf(problem, args.lam, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
                      record=record_from_args(args), progress=progress_wanted(args),
                      refine_start=refine, store=args.store, overwrite=args.overwrite,
-                     checkpoint_every=args.checkpoint_every, scheme=args.scheme)
-    return print_result(result, args, problem)
+                     checkpoint_every=args.checkpoint_every, scheme=args.scheme, rtol=args.rtol, atol=args.atol,
+                     max_steps=args.max_steps)
+    code = print_result(result, args, problem)
+    print_theory(result, args, 1)
+    return code
 
 
 def register(subparsers):
     """Add the ``dlnm flow`` sub-command."""
     p = subparsers.add_parser(
-        "flow", help="integrate momentum gradient flow MGF(lambda) or gradient flow (RK4, exponential RK4)",
+        "flow", help="integrate momentum gradient flow MGF(lambda) or gradient flow (RK4, exponential RK4, Rodas5P)",
         description="Integrate MGF(lambda): lambda w'' + w' + grad F(w) = 0 (or gradient flow with --gf) "
-                    "on a 2-layer diagonal linear network by fixed-step RK4 (or, for small lambda, an exponential RK4 "
-                    "that integrates the fast mode -1/lambda exactly: --scheme), with the paper's integrals and "
-                    "every sign crossing of w+ and w-, and print a summary.")
+                    "on a 2-layer diagonal linear network, with the paper's integrals and every sign crossing of w+ "
+                    "and w-, and print a summary. Schemes (--scheme): fixed-step RK4; an exponential RK4 that "
+                    "integrates the fast mode -1/lambda exactly (small lambda); or rodas, the adaptive Rosenbrock "
+                    "method Rodas5P for long horizons (runs to --tol 1e-20 at t ~ 1e5-1e6 in a few thousand steps). "
+                    "auto (the default) takes rodas with --tol or a long --t-max, else the cheaper fixed-step one.")
     p.add_argument("--lam", type=float, default=None, help="lambda > 0 (MGF parameter)")
     p.add_argument("--gf", action="store_true", help="gradient flow (lambda = 0) instead of MGF")
     p.add_argument("--t-max", type=float, required=True, help="end time > 0")
-    p.add_argument("--h", type=float, default=None, help="RK4 step (default: from lambda and the curvature)")
+    p.add_argument("--h", type=float, default=None, help="fixed grid step of rk4/exp-rk4 (default: from lambda and the "
+                   "curvature)")
     p.add_argument("--alpha", type=float, default=0.01, help="initialisation scale (u0 = alpha, v0 = 0)")
-    p.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol")
+    p.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol (status converged; "
+                   "without it a run ends at --t-max, status max_steps)")
     p.add_argument("--no-refine-start", action="store_true", help="no refined steps at the start")
-    p.add_argument("--scheme", choices=("auto", "rk4", "exp-rk4"), default="auto",
+    p.add_argument("--scheme", choices=("auto", "rk4", "exp-rk4", "rodas"), default="auto",
                    help="stepper: classic RK4, the exponential RK4 (the fast mode -1/lambda exactly: a step set by "
-                        "the gradient time scale, for small lambda) or auto (the exponential one when lambda is "
-                        "small against that time scale; default)")
+                        "the gradient time scale, for small lambda), rodas (adaptive, L-stable: long horizons) or "
+                        "auto (rodas with --tol or a long --t-max, else the cheaper fixed-step one; default)")
+    p.add_argument("--rtol", type=float, default=None, help="rodas: relative tolerance (default 1e-9)")
+    p.add_argument("--atol", type=float, default=None, help="rodas: absolute tolerance (default 1e-11)")
+    p.add_argument("--max-steps", type=float, default=None, help="rodas: budget of accepted steps (default 1e8)")
     add_record_arguments(p, float, "record every T time units (T > 0)")
     p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store file")
     p.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints of a --store "
                    "run (default 60)")
+    p.add_argument("--theory", action="store_true", help="also print Theorem 1's prediction gap and the normalized "
+                   "distance to GF(Delta_inf)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_problem_arguments(p)

@@ -59,10 +59,11 @@ from ..kernels import flow as K
 from ..kernels import flow_run as KR
 from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
 from ..status import DIVERGED, Status
-from ..validate import MAX_STEPS, as_array, as_float, as_int
+from ..validate import MAX_STEPS, as_array, as_float, as_int, check_data_scale
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
 from .stepping import (
     DEFAULT_MAX_CROSSINGS,
+    GRID_SCHEMES,
     LAM_MAX,
     check_grid,
     check_scheme,
@@ -82,7 +83,9 @@ class FlowConfig(NamedTuple):
 
     ``h`` is the grid step actually used (``t_max/n_steps``); the first ``start_steps``
     grid steps are each made of ``start_substeps`` RK4 steps. ``scheme`` is the stepper used,
-    ``"rk4"`` (:mod:`dlnmomentum.kernels.flow`) or ``"exp-rk4"`` (:mod:`dlnmomentum.kernels.flow_exp`),
+    ``"rk4"`` (:mod:`dlnmomentum.kernels.flow`), ``"exp-rk4"`` (:mod:`dlnmomentum.kernels.flow_exp`) or
+    ``"rodas"`` (:mod:`dlnmomentum.kernels.flow_rodas`, adaptive: then ``h`` is 0 (no grid), ``n_steps`` the budget
+    of accepted steps and ``rtol``/``atol`` its tolerances; :mod:`dlnmomentum.runs.flow_adaptive`),
     never ``"auto"`` (resolved when the run is made; stores written before it existed read as ``"rk4"``).
     """
 
@@ -97,6 +100,8 @@ class FlowConfig(NamedTuple):
     max_crossings: int = DEFAULT_MAX_CROSSINGS
     kappa: float = float("nan")
     scheme: str = "rk4"
+    rtol: float | None = None
+    atol: float | None = None
 
     @property
     def kind(self):
@@ -182,6 +187,9 @@ class FlowResult(ResultMixin):
     l1_norm: float
     trajectory: Trajectory | None = None
     problem: object = None
+    rejected_steps: int = 0
+    rhs_evaluations: int = 0
+    factorizations: int = 0
 
     @property
     def crossed(self):
@@ -219,8 +227,13 @@ class FlowResult(ResultMixin):
             head += f"  scheme={c.scheme}"
         start = (f"  refined start [0, {c.start_time:g}) x{c.start_substeps}" if c.start_steps and
                  c.start_substeps > 1 else "")
+        if c.scheme == "rodas":
+            grid = (f"adaptive, rtol={c.rtol:g} atol={c.atol:g}: {self.steps_done} steps accepted, "
+                    f"{self.rejected_steps} rejected, last h={self.h:.4g}")
+        else:
+            grid = f"h={self.h:.4g} (stable up to {self.h_stable:.3g}){start}"
         lines = [
-            f"{head}  t_max={c.t_max:g}  h={self.h:.4g} (stable up to {self.h_stable:.3g}){start}",
+            f"{head}  t_max={c.t_max:g}  {grid}",
             f"status        : {self.status_name} ({self.message}) at t = {self.t_done:g} "
             f"({self.steps_done} steps)",
             f"train loss    : {self.train_loss:.6e}",
@@ -316,6 +329,18 @@ class FlowRun(RunStateMixin):
     def time_of_step(self, step):
         return np.asarray(step, dtype=np.float64) * self.config.h
 
+    def time_done(self):
+        """The time the run has reached."""
+        return self.done * self.config.h
+
+    def last_step(self):
+        """The (last) integration step size, reported as the result's ``h``."""
+        return self.config.h
+
+    def solver_counts(self):
+        """(rejected steps, right-hand sides, factorisations) of an adaptive scheme; zeros here."""
+        return 0, 0, 0
+
     def new_block(self, rows):
         return new_record_block(rows, self.problem.d, ("w_plus_dot", "w_minus_dot"))
 
@@ -342,7 +367,7 @@ class FlowRun(RunStateMixin):
     def finish(self, status, blocks=()):
         f, i, c = self.fstate, self.istate, self.config
         lam = c.lam
-        t_done = self.done * c.h
+        t_done = self.time_done()
         wp, wm = f[K.W_PLUS].copy(), f[K.W_MINUS].copy()
         vp, vm = f[K.V_PLUS].copy(), f[K.V_MINUS].copy()
         theta = 0.25 * (wp * wp - wm * wm)
@@ -379,8 +404,10 @@ class FlowRun(RunStateMixin):
         n_cross = int(self.counters[K.N_CROSSINGS])
         kept = min(n_cross, len(self.log_time))
         order = np.argsort(self.log_time[:kept], kind="stable")
-        h_stable = max_stable_step(lam, c.kappa, c.scheme) if math.isfinite(c.kappa) else float("nan")
-        final_kappa = stiffness_at(self.problem.hessian, theta, np.abs(wp * wm))
+        fixed = c.scheme in GRID_SCHEMES  # an adaptive scheme controls its own error and stability
+        h_stable = (max_stable_step(lam, c.kappa, c.scheme) if fixed and math.isfinite(c.kappa)
+                    else float("nan"))
+        final_kappa = stiffness_at(self.problem.hessian, theta, np.abs(wp * wm)) if fixed else 0.0
         h_final = max_stable_step(lam, final_kappa, c.scheme) if final_kappa > c.kappa else math.inf
         if status != DIVERGED and c.h > h_final * (1.0 + 1e-9):
             region = "RK4" if c.scheme == "rk4" else "exponential RK4"
@@ -391,8 +418,10 @@ class FlowRun(RunStateMixin):
         if len(self.schedule):
             trajectory = trajectory_from_blocks(list(blocks), self.problem.d, self.time_of_step,
                                                 extra_names=("w_plus_dot", "w_minus_dot"))
+        rejected, rhs, lus = self.solver_counts()
         return FlowResult(
-            kind=c.kind, config=c, status=int(status), steps_done=self.done, t_done=t_done, lam=lam, h=c.h,
+            kind=c.kind, config=c, status=int(status), steps_done=self.done, t_done=t_done, lam=lam,
+            h=self.last_step(), rejected_steps=rejected, rhs_evaluations=rhs, factorizations=lus,
             theta=readonly(theta), u=readonly(0.5 * (wp + wm)), v=readonly(0.5 * (wp - wm)),
             w_plus=readonly(wp), w_minus=readonly(wm), w_plus_dot=readonly(vp), w_minus_dot=readonly(vm),
             w_plus0=readonly(wp0), w_minus0=readonly(wm0),
@@ -453,12 +482,7 @@ def make_config(problem, lam, t_max, h, u0, v0, tol=None, gradient="auto", refin
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     check_gradient_form(gradient)
     max_crossings = as_int("max_crossings", max_crossings, low=0, high=10**8)
-    with np.errstate(over="ignore", invalid="ignore"):  # huge data: reported just below
-        finite = np.all(np.isfinite(problem.hessian)) and np.all(np.isfinite(problem.b))
-        kappa = stiffness_estimate(problem, u0, v0) if finite else math.inf
-    if not math.isfinite(kappa):
-        raise ValueError(f"X must be scaled so that XᵀX/n, Xᵀy/n and the stiffness estimate of this problem are "
-                         f"finite (got kappa = {kappa!r}): rescale X and y")
+    kappa = check_data_scale(problem, lambda: stiffness_estimate(problem, u0, v0))  # huge data: refused by name
     scheme = choose_scheme(scheme, lam, kappa)
     h_max = max_stable_step(lam, kappa, scheme)
     user_h = h is not None

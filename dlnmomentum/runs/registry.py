@@ -14,17 +14,21 @@ from ..networks import NetworkProblem
 from ..problem import Problem
 from ..results import Trajectory
 from .flow import FlowConfig, FlowResult, FlowRun
+from .flow_adaptive import AdaptiveFlowRun
 from .mgd import MGDConfig, MGDResult, MGDRun
 from .network import NetworkConfig, NetworkResult, NetworkRun
 
 #: Stable name -> type, for every type a store writes by name.
-TYPES = {cls.__name__: cls for cls in (MGDRun, MGDConfig, MGDResult, FlowRun, FlowConfig, FlowResult,
+TYPES = {cls.__name__: cls for cls in (MGDRun, MGDConfig, MGDResult, FlowRun, AdaptiveFlowRun, FlowConfig,
+                                        FlowResult,
                                         Trajectory, Problem, NetworkRun, NetworkConfig, NetworkResult,
                                         NetworkProblem)}
 
 #: Run family (``run.family``, the ``family`` attribute of a store) -> run class. MGD and SMGD are
-#: family "mgd"; MGF(λ) and gradient flow share "flow" (kinds "mgf", "gf", accepted as families too).
-RUN_FAMILIES = {"mgd": MGDRun, "flow": FlowRun, "mgf": FlowRun, "gf": FlowRun, "network": NetworkRun}
+#: family "mgd"; MGF(λ) and gradient flow share "flow" (kinds "mgf", "gf", accepted as families too) on a
+#: fixed grid, "flow-adaptive" with the adaptive scheme.
+RUN_FAMILIES = {"mgd": MGDRun, "flow": FlowRun, "mgf": FlowRun, "gf": FlowRun, "flow-adaptive": AdaptiveFlowRun,
+                "network": NetworkRun}
 
 #: Module paths written by 0.2.0 -> stable names.
 LEGACY_NAMES = {

@@ -73,9 +73,22 @@ LARGE_GRID = 10**7
 #: The largest λ accepted: products of λ with the stiffness and with a run's integrals must stay finite in
 #: float64 (and beyond it MGF(λ) hardly moves from its initialisation over any representable time).
 LAM_MAX = 1e100
-#: The stepping schemes of a flow (names stored in run stores) and the automatic choice.
-SCHEMES = ("rk4", "exp-rk4")
+#: The stepping schemes of a flow (names stored in run stores) and the automatic choice: the fixed-grid
+#: schemes, then the adaptive one (:mod:`dlnmomentum.kernels.flow_rodas`).
+GRID_SCHEMES = ("rk4", "exp-rk4")
+ADAPTIVE_SCHEMES = ("rodas",)
+SCHEMES = GRID_SCHEMES + ADAPTIVE_SCHEMES
 SCHEME_CHOICES = SCHEMES + ("auto",)
+#: Default tolerances of the adaptive scheme: θ within about 1e-11 of SciPy's Radau/DOP853 at rtol 1e-12 on
+#: the paper's problem at t = 2000, for λ in {0, 0.01, 0.5, 2} (at most 6e-12; rtol 1e-10 gives 6e-13 with
+#: 1.7x the steps); tests/test_rodas.py checks 1e-10 against the fixed-step schemes and 1e-9 at the limit.
+DEFAULT_RTOL = 1e-9
+DEFAULT_ATOL = 1e-11
+#: ``scheme="auto"`` takes the adaptive scheme for a ``tol`` stopping rule, or when the fixed grid would need
+#: more than this many steps (a long horizon against the problem's fast time scale).
+AUTO_ADAPTIVE_STEPS = 200_000
+#: Default budget of accepted adaptive steps (a run to train loss 1e-20 takes a few thousand).
+ADAPTIVE_MAX_STEPS = 10**8
 #: ``scheme="auto"`` takes the exponential scheme when its default step is this many times RK4's.
 AUTO_STEP_RATIO = 2.0
 
@@ -123,6 +136,8 @@ def max_stable_step(lam, kappa, scheme="rk4"):
     ``scheme="exp-rk4"`` (λ > 0), on the spectral radius of :func:`exp_amplification`.
     """
     scheme = check_scheme(scheme, resolved=True)
+    if scheme in ADAPTIVE_SCHEMES:  # L-stable: no step limit from stability
+        return math.inf
     if scheme == "exp-rk4" and float(lam) > 0.0:
         return _max_stable_step_exp(float(lam), max(float(kappa), 0.0))
     return _max_stable_step(float(lam), max(float(kappa), 0.0))
@@ -231,7 +246,7 @@ def choose_scheme(scheme, lam, kappa):
     scheme = check_scheme(scheme)
     lam = float(lam)
     if scheme == "exp-rk4" and not lam > 0.0:
-        raise ValueError("scheme must be 'rk4' or 'auto' for gradient flow (lam = 0): the exponential scheme "
+        raise ValueError("scheme must be 'rk4', 'rodas' or 'auto' for gradient flow (lam = 0): the exponential scheme "
                          "integrates the fast mode -1/lambda of MGF(lambda), lambda > 0")
     if scheme != "auto":
         return scheme
@@ -239,6 +254,25 @@ def choose_scheme(scheme, lam, kappa):
         return "rk4"
     ratio = default_step(lam, kappa, "exp-rk4") / default_step(lam, kappa, "rk4")
     return "exp-rk4" if ratio >= AUTO_STEP_RATIO else "rk4"
+
+
+def choose_flow_scheme(scheme, lam, kappa, t_max, tol, fixed_grid):
+    """The scheme of a flow run, with the adaptive one in the ``"auto"`` choice.
+
+    ``"auto"`` takes ``"rodas"`` (:mod:`dlnmomentum.kernels.flow_rodas`) for a long horizon: a ``tol``
+    stopping rule (runs to the limit θ∞) or a fixed grid of more than :data:`AUTO_ADAPTIVE_STEPS` steps;
+    otherwise :func:`choose_scheme`'s fixed-grid choice. ``fixed_grid`` (a user step ``h``, a start
+    refinement or a record schedule in grid steps) asks for a grid: then ``"auto"`` never picks
+    ``"rodas"``, and ``"rodas"`` itself is refused by the caller.
+    """
+    check_scheme(scheme)
+    if scheme != "auto" or fixed_grid:
+        return choose_scheme(scheme, lam, kappa)
+    if tol is not None:
+        return "rodas"
+    grid = choose_scheme("auto", lam, kappa)
+    steps = float(t_max) / default_step(lam, kappa, grid) if kappa > 0.0 else 0.0
+    return "rodas" if steps > AUTO_ADAPTIVE_STEPS else grid
 
 
 def exp_amplification(lam, h, kappas):

@@ -1,9 +1,10 @@
-"""The CPU engine of flow sweeps: λ points advanced in lockstep RK4 groups.
+"""The CPU engine of flow sweeps: λ points advanced in lockstep RK4 groups, or one by one on threads.
 
-:func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk` advances groups of up to ``LANES``
-flows on one data set stage by stage (the gradients of all lanes at once), groups in
-parallel; every lane is bit for bit the single-run kernel, so every point is exactly
-``dlnmomentum.mgf``. Same engine protocol as :mod:`.lockstep`.
+Fixed-grid schemes: :func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk` advances groups of up
+to ``LANES`` flows on one data set stage by stage (the gradients of all lanes at once), groups in
+parallel. The adaptive scheme ``"rodas"``: runs take steps of their own sizes, so each point runs
+its single-run kernel (:func:`_adaptive_batch`), points spread over threads (the kernel releases the
+GIL). Either way every point is bit for bit ``dlnmomentum.mgf``. Same engine protocol as :mod:`.lockstep`.
 """
 
 import math
@@ -14,7 +15,7 @@ import numpy as np
 from ..kernels import flow as KF
 from ..kernels import flow_run as KR
 from ..kernels import flow_sweep as KFS
-from ..runs.flow import prepare_flow
+from ..runs.flow_adaptive import prepare_flow_run
 from ..runs.points import flow_point
 from ..status import Status
 from .lockstep import CHUNK_SECONDS, threads
@@ -37,19 +38,22 @@ class FlowEngine:
             cfg = self.plan.config
             r, il = np.unravel_index(p, self.plan.shape)
             problem = self.plan.problem_for(int(r))
-            run = prepare_flow(problem, float(self.plan.lams[il]), t_max=cfg["t_max"], alpha=cfg["alpha"],
-                               tol=cfg["tol"], gradient=cfg["gradient"], scheme=flow_scheme(cfg))
+            run = prepare_flow_run(problem, float(self.plan.lams[il]), t_max=cfg["t_max"], alpha=cfg["alpha"],
+                                   tol=cfg["tol"], gradient=cfg["gradient"], scheme=flow_scheme(cfg))
             self._runs[p] = run
         return run
 
     def planned_steps(self, points):
-        return sum(self.run_for(p).total for p in points)
+        return sum(_planned(self.run_for(p)) for p in points)
 
     def cost_per_point(self):
         sample = self.run_for(0)
         d = self.plan.d
-        per_step = self.seconds_per_step or 4 * (d * d + 60 * d) * 1e-10
-        return sample.total * per_step
+        if sample.config.scheme in KR.SCHEMES:
+            per_step = self.seconds_per_step or 4 * (d * d + 60 * d) * 1e-10
+        else:  # adaptive: a d × d factorisation and 8 stages a step
+            per_step = (d**3 + 80 * d * d) * 1e-9
+        return _planned(sample) * per_step
 
     def run_wave(self, points, flag, bar):
         runs = [self.run_for(p) for p in points]
@@ -89,14 +93,30 @@ def _flow_groups(runs, reps, nthreads, lanes):
     return groups
 
 
+def _planned(run):
+    """Steps a run is expected to take (an adaptive run's ``total`` is a budget: a few thousand)."""
+    return run.total if run.config.scheme in KR.SCHEMES else min(run.total, ADAPTIVE_STEPS_GUESS)
+
+
+#: What an adaptive run to the limit typically takes (progress and wave sizing only).
+ADAPTIVE_STEPS_GUESS = 3000
+
+
 def _flow_batch(runs, reps, flag, bar, engine):
-    """Advance every run to its end in lockstep groups; returns public statuses, or None if interrupted.
+    """Advance every run to its end; returns public statuses, or None if interrupted.
 
     The runs are grouped by scheme (a lockstep group holds lanes of one scheme): the RK4 runs,
     then the exponential ones, each by :func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk`
-    with that scheme's code (:func:`_scheme_batch`).
+    with that scheme's code (:func:`_scheme_batch`), then the adaptive ones (:func:`_adaptive_batch`).
     """
     statuses = [Status.MAX_STEPS] * len(runs)
+    adaptive = [i for i, run in enumerate(runs) if run.config.scheme not in KR.SCHEMES]
+    if adaptive:
+        got = _adaptive_batch([runs[i] for i in adaptive], flag, bar)
+        if got is None:
+            return None
+        for i, status in zip(adaptive, got, strict=True):
+            statuses[i] = status
     for scheme, code in KR.SCHEMES.items():
         members = [i for i, run in enumerate(runs) if run.config.scheme == scheme]
         if not members:
@@ -107,6 +127,36 @@ def _flow_batch(runs, reps, flag, bar, engine):
         for i, status in zip(members, got, strict=True):
             statuses[i] = status
     return statuses
+
+
+def _adaptive_batch(runs, flag, bar):
+    """Advance adaptive runs to their end, each by its own kernel chunk by chunk, on ``threads()`` threads.
+
+    Every run is driven exactly as :func:`dlnmomentum.driver.drive` drives a single run (no records: a
+    sweep keeps the point fields), so each point is its single run bit for bit; ``flag`` (a stop
+    request) is read between chunks. Returns public statuses, or None if interrupted.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def advance(run):
+        block = run.new_block(0)
+        while True:
+            before = run.done
+            code = run.advance(run.chunk_steps, block, int(run.cursor[0]))
+            if bar is not None:
+                bar.update(run.done - before)
+            if code != Status.RUNNING:
+                return Status(code)
+            if run.done >= run.total:
+                return Status.MAX_STEPS
+            if flag["signum"] is not None:
+                return None
+
+    for run in runs:  # a sweep records no rows: every record is owed and none is written
+        run.schedule = run.schedule[:0]
+    with ThreadPoolExecutor(max_workers=max(1, min(threads(), len(runs)))) as pool:
+        statuses = list(pool.map(advance, runs))
+    return None if any(s is None for s in statuses) else statuses
 
 
 def _scheme_batch(runs, reps, flag, bar, engine, scheme):

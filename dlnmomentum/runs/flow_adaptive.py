@@ -1,0 +1,197 @@
+r"""The adaptive flow run: MGF(λ) and gradient flow by the Rosenbrock method Rodas5P, for long horizons.
+
+The kernel is :func:`dlnmomentum.kernels.flow_rodas_run._rodas_advance` (:mod:`dlnmomentum.kernels.flow_rodas`
+states the
+method, the structured linear algebra, what the error control covers, how crossings and records
+are located on the dense output). This module wraps it in the run protocol of
+:mod:`dlnmomentum.driver`, so that stores, checkpoints, resume and sweeps work as for the fixed-grid
+schemes, with these differences:
+
+* ``total``/``done`` count *accepted steps*; the run ends at ``t_max`` (status ``max_steps``), at
+  train loss ``<= tol`` (``converged``), or when its budget of steps (``max_steps``) is spent;
+* records are taken at *times* (``Record(every=...)``, ``times=``, ``log=``; not ``steps=``): each
+  row carries its ``time`` and, in ``step``, the number of accepted steps before it;
+* the checkpointed state adds the solver's state (time, next step, controller history) and the
+  dense output of the last step, so a resumed run is the uninterrupted one bit for bit.
+
+The result is the same :class:`~dlnmomentum.runs.flow.FlowResult` as the fixed-step schemes (every
+integral, crossing and Theorem 1 field), with ``h`` the last step size and the solver's counts in
+``rejected_steps``, ``rhs_evaluations`` and ``factorizations``.
+
+:func:`prepare_flow_run` is the one entry point of every flow (it resolves ``scheme="auto"``, which
+takes this scheme for long horizons: :func:`~dlnmomentum.runs.stepping.choose_flow_scheme`).
+"""
+
+import math
+
+import numpy as np
+
+from ..kernels import flow_rodas as KR
+from ..kernels import flow_rodas_run as KRR
+from ..results import new_record_block
+from ..validate import MAX_STEPS, as_float, as_int
+from .common import check_gradient_form, check_problem, check_record, initial_weights
+from .flow import FlowConfig, FlowRun, _initial_velocity, prepare_flow
+from .stepping import (
+    ADAPTIVE_MAX_STEPS,
+    DEFAULT_ATOL,
+    DEFAULT_MAX_CROSSINGS,
+    DEFAULT_RTOL,
+    LAM_MAX,
+    choose_flow_scheme,
+    stiffness_estimate,
+)
+
+#: Rows of one record block of an adaptive run (the kernel returns early when a block is full).
+RECORD_BLOCK_ROWS = 4096
+#: Accepted steps per chunk (a step costs ~10-30 µs at d = 30: a chunk is well under a second).
+CHUNK_STEPS = 2000
+
+
+class AdaptiveFlowRun(FlowRun):
+    """State of one adaptive MGF(λ) / gradient-flow run (see the module docstring).
+
+    ``schedule`` holds record *times* (float64). The state arrays of :class:`FlowRun` are kept
+    (``fstate``, ``istate``, the crossing log) with the adaptive counters (``counters``: accepted
+    steps, crossings, rejected steps, right-hand sides, factorisations, dense fallbacks), the
+    solver state ``sstate`` and the last step's dense output ``dense``.
+    """
+
+    family = "flow-adaptive"
+
+    def __init__(self, problem, config, u0, v0, u_dot0=None, v_dot0=None, schedule=None):
+        super().__init__(problem, config, u0, v0, u_dot0, v_dot0, None)
+        d = problem.d
+        self.counters = np.zeros(KR.N_COUNTERS, dtype=np.int64)
+        self.sstate = np.zeros(KR.N_SSTATE)
+        self.dense = np.zeros((KR.N_DENSE_ROWS, 4, d))
+        self.schedule = (np.zeros(0, dtype=np.float64) if schedule is None
+                         else np.asarray(schedule, dtype=np.float64))
+        self.chunk_steps = CHUNK_STEPS
+        self.arrays = (np.ascontiguousarray(problem.X), np.ascontiguousarray(problem.XT),
+                       np.ascontiguousarray(problem.hessian), np.ascontiguousarray(problem.b))
+
+    @classmethod
+    def rebuild(cls, problem, description, u0, v0):
+        """A fresh run equal to the one that produced ``description``."""
+        run = super().rebuild(problem, description, u0, v0)
+        run.schedule = np.asarray(description["schedule"], dtype=np.float64)
+        return run
+
+    def work_estimate(self):
+        """Multiply-adds of a typical run (a few thousand steps), for the progress-bar choice."""
+        d = self.problem.d
+        return 3000.0 * (d**3 + 40.0 * d * d)
+
+    def block_rows(self, n_steps):
+        """Rows of the next record block: the records still owed, at most :data:`RECORD_BLOCK_ROWS`."""
+        return max(0, min(len(self.schedule) - int(self.cursor[0]), RECORD_BLOCK_ROWS))
+
+    def time_of_step(self, step):
+        # Rows carry their own time (the block's "time" column): this is never what a row reports.
+        return np.full(np.shape(step), np.nan)
+
+    def time_done(self):
+        return float(self.sstate[KR.T_NOW])
+
+    def last_step(self):
+        return float(self.sstate[KR.H_LAST]) if self.done else float("nan")
+
+    def solver_counts(self):
+        c = self.counters
+        return int(c[KR.REJECTED]), int(c[KR.N_RHS]), int(c[KR.N_LU])
+
+    @property
+    def step_failed(self):
+        """True when the run stopped because its step size underflowed (reported as diverged)."""
+        return bool(self.sstate[KR.FAILED])
+
+    def new_block(self, rows):
+        block = new_record_block(rows, self.problem.d, ("w_plus_dot", "w_minus_dot"))
+        block["time"] = np.zeros(rows)
+        return block
+
+    def advance(self, n_steps, block, offset):
+        p, c = self.problem, self.config
+        tol = -1.0 if c.tol is None else c.tol
+        X, XT, H, b = self.arrays
+        return KRR._rodas_advance(
+            X, XT, p.y, H, b, p.X_test, p.y_test, c.lam, self.mode, tol, c.t_max, c.rtol, c.atol,
+            self.fstate, self.istate, self.counters, self.sstate, self.dense, n_steps,
+            self.log_time, self.log_coord, self.log_sign,
+            self.schedule, self.cursor, offset, block["step"], block["time"], block["vectors"], block["losses"],
+            block["w_plus_dot"], block["w_minus_dot"])
+
+    def state_arrays(self):
+        out = super().state_arrays()
+        out.update(sstate=self.sstate, dense=self.dense)
+        return out
+
+
+def make_adaptive_config(problem, lam, t_max, u0, v0, tol=None, gradient="auto", max_crossings=DEFAULT_MAX_CROSSINGS,
+                         rtol=None, atol=None, max_steps=None, kappa=None):
+    """Validate the settings of an adaptive flow into a :class:`~dlnmomentum.runs.flow.FlowConfig`."""
+    lam = as_float("lam", lam, low=0.0, high=LAM_MAX)
+    t_max = as_float("t_max", t_max, low=0.0, low_open=True)
+    tol = as_float("tol", tol, low=0.0, allow_none=True)
+    check_gradient_form(gradient)
+    max_crossings = as_int("max_crossings", max_crossings, low=0, high=10**8)
+    rtol = DEFAULT_RTOL if rtol is None else as_float("rtol", rtol, low=1e-15, high=1e-2)
+    atol = DEFAULT_ATOL if atol is None else as_float("atol", atol, low=1e-300, high=1.0)
+    max_steps = ADAPTIVE_MAX_STEPS if max_steps is None else as_int("max_steps", max_steps, low=1, high=MAX_STEPS)
+    if kappa is None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = np.all(np.isfinite(problem.hessian)) and np.all(np.isfinite(problem.b))
+            kappa = stiffness_estimate(problem, u0, v0) if finite else math.inf
+    if not math.isfinite(kappa):
+        raise ValueError(f"X must be scaled so that XᵀX/n, Xᵀy/n and the stiffness estimate of this problem are "
+                         f"finite (got kappa = {kappa!r}): rescale X and y")
+    return FlowConfig(lam=lam, t_max=t_max, h=0.0, n_steps=max_steps, tol=tol, gradient=gradient,
+                      start_steps=0, start_substeps=1, max_crossings=max_crossings, kappa=kappa, scheme="rodas",
+                      rtol=rtol, atol=atol)
+
+
+def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=None, v_dot0=None,
+                     tol=None, record=None, gradient="auto", refine_start="auto", max_crossings=DEFAULT_MAX_CROSSINGS,
+                     scheme="auto", rtol=None, atol=None, max_steps=None):
+    """Validate the arguments of :func:`dlnmomentum.mgf` / :func:`dlnmomentum.gf` and build the run of
+    the scheme they ask for (``"auto"``: :func:`~dlnmomentum.runs.stepping.choose_flow_scheme`).
+
+    ``h``, an explicit ``refine_start`` and ``Record(steps=...)`` belong to the fixed grid; ``rtol``,
+    ``atol`` and ``max_steps`` to the adaptive scheme: each is refused with the other.
+    """
+    check_problem(problem)
+    check_record(record)
+    fixed_grid = (h is not None or not (isinstance(refine_start, str) and refine_start == "auto")
+                  or (record is not None and record.steps is not None))
+    adaptive_args = [name for name, value in (("rtol", rtol), ("atol", atol), ("max_steps", max_steps))
+                     if value is not None]
+    lam_checked = as_float("lam", lam, low=0.0, high=LAM_MAX)
+    t_checked = as_float("t_max", t_max, low=0.0, low_open=True)
+    if scheme == "rodas" and fixed_grid:
+        what = "h" if h is not None else ("refine_start" if not isinstance(refine_start, str) or refine_start != "auto"
+                                          else "record=Record(steps=...)")
+        raise ValueError(f"{what} is for the fixed-grid schemes ('rk4', 'exp-rk4'); scheme 'rodas' chooses its own "
+                         "steps (set rtol/atol) and records at times (Record(every=...), times= or log=)")
+    if adaptive_args and (scheme in ("rk4", "exp-rk4") or fixed_grid):
+        raise ValueError(f"{', '.join(adaptive_args)} {'is' if len(adaptive_args) == 1 else 'are'} for scheme "
+                         "'rodas' (the adaptive scheme), which a fixed step h, a start refinement or "
+                         f"Record(steps=...) rule out; got scheme={scheme!r}")
+    if scheme == "auto" and adaptive_args:
+        scheme = "rodas"
+    if scheme in ("auto", "rodas"):
+        u0w, v0w = initial_weights(problem.d, alpha, u0, v0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = np.all(np.isfinite(problem.hessian)) and np.all(np.isfinite(problem.b))
+            kappa = stiffness_estimate(problem, u0w, v0w) if finite else math.inf
+        if scheme == "auto" and math.isfinite(kappa):
+            scheme = choose_flow_scheme("auto", lam_checked, kappa, t_checked, tol, fixed_grid)
+        if scheme in ("auto", "rodas"):
+            u_dot, v_dot = _initial_velocity(problem.d, u_dot0, v_dot0)
+            config = make_adaptive_config(problem, lam, t_max, u0w, v0w, tol, gradient, max_crossings, rtol, atol,
+                                          max_steps, kappa)
+            schedule = record.time_schedule(config.t_max) if record is not None else None
+            return AdaptiveFlowRun(problem, config, u0w, v0w, u_dot, v_dot, schedule)
+    return prepare_flow(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0, v_dot0=v_dot0,
+                        tol=tol, record=record, gradient=gradient, refine_start=refine_start,
+                        max_crossings=max_crossings, scheme=scheme)

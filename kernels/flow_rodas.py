@@ -1,0 +1,641 @@
+r"""Adaptive Rosenbrock integration (Rodas5P) of MGF(λ) and gradient flow, for long horizons.
+
+Why this method
+---------------
+The paper's continuous-time claims are about the limit θ∞: runs stop at train loss 1e-20, at
+t ~ 1e5-1e6, while the fastest time scale of the problem is ~0.02 (the stiffness κ of the data)
+or λ. Fixed-step schemes (:mod:`.flow`, :mod:`.flow_exp`) then take ~1e7 steps through what is
+mostly a slow exponential tail. The system is stiff (fast modes -κ, -1/λ) and, at larger λ,
+weakly damped oscillatory (λs² + s + κ = 0): a method for it must be stable on the whole left half-plane
+(BDF of order > 2 is not A-stable on those oscillatory modes). A Rosenbrock-Wanner method needs no Newton
+iteration (one Jacobian and one factorisation per step, then one linear solve per stage) and is a one-step
+method: its whole state is the current point and the next step size, so a chunk boundary, a checkpoint or
+a resume costs nothing and changes no bit, and crossings and records come from the dense output of one
+step. **Rodas5P** (Steinebach 2023; 8 stages, order 5 with an embedded order-4 solution, stiffly accurate
+and L-stable, order-4 dense output) is the modern member of Hairer and Wanner's RODAS family. Its cost is
+a factorisation every step, where LSODA's BDF reuses one Jacobian over tens of steps: on gradient flow,
+whose steps are cheap for LSODA, numbalsoda's compiled LSODA is about 2x faster than this scheme, while on
+MGF this scheme is 7-13x faster than SciPy's LSODA and BDF with the analytic Jacobian (benchmarks/README.md).
+
+Method (coefficients as data: ``GAMMA``, ``RODAS_A``, ``RODAS_C``, ``RODAS_H``)
+-------------------------------------------------------------------------------
+For ``y' = f(y)`` (autonomous), step ``h``, ``c = hγ`` and the exact Jacobian ``A = f'(y₀)``,
+stage ``i = 1..8`` solves
+
+.. math::
+
+    (I - cA)\,k_i = c\Big(f(u_i) + \tfrac1h\sum_{j<i} C_{ij}k_j\Big),\qquad
+    u_i = y_0 + \sum_{j<i} a_{ij}k_j,
+
+with ``u₇ = u₆ + k₆``, ``u₈ = u₇ + k₇`` (rows 7, 8 of ``RODAS_A``), the step ``y₁ = u₈ + k₈``
+and the error estimate ``k₈`` (= y₁ minus the embedded solution u₈). The dense output is
+``y(s) = (1-s)y₀ + s(y₁ + (1-s)(q₁ + s(q₂ + s q₃)))``, ``q_m = Σ_j RODAS_H[m, j] k_j``.
+The tests check the method's order, its L-stability and the dense output against SciPy's
+Radau at rtol 1e-13.
+
+The system and its Jacobian (structure used by the solves)
+----------------------------------------------------------
+The state rows are those of :mod:`.flow` (``W_PLUS .. G2_INT``): MGF(λ), Appendix B eq. (w_mgf),
+:math:`\dot w = v,\ \lambda\dot v = -v - \nabla F(w)` with :math:`\nabla F = (g⊙w_+, -g⊙w_-)`,
+:math:`g = \nabla L(\theta)`, and the integrals J±, K±, P, Q, G₂ as components; gradient flow
+(λ = 0) :math:`\dot w = -\nabla F(w)`. The Hessian of F in w-space is
+
+.. math::
+
+    M = \mathrm{diag}(g, -g) + \tfrac12\,U H U^\top,\qquad U = \begin{pmatrix}\mathrm{diag}(w_+)\\
+    -\mathrm{diag}(w_-)\end{pmatrix},\quad H = X^\top X/n .
+
+Eliminating :math:`x_w = r_w + c\,x_v` from the MGF rows of :math:`(I - cA)x = r` leaves
+:math:`(\alpha I + \beta M)x_v = \lambda r_v - cMr_w` with :math:`\alpha = \lambda + c,
+\beta = c^2`; gradient flow gives :math:`(\alpha I + \beta M)x_w = r_w` with :math:`\alpha = 1,
+\beta = c`. With :math:`a_\pm = \alpha \pm \beta g`, :math:`z = U^\top x` solves the **d × d**
+system :math:`(I + \tfrac\beta2 E H)z = U^\top(a^{-1}s)`, :math:`E = w_+^2/a_+ + w_-^2/a_-`,
+and :math:`x = a^{-1}(s - \tfrac\beta2 U H z)`: one d × d factorisation per step instead of a
+(11d)³ or (4d)³ one. When every :math:`a_\pm > 0` (the usual case) it is the Cholesky factorisation of the
+symmetric positive definite :math:`E^{-1} + \tfrac\beta2 H`, else an LU. (For d ≫ n a Woodbury form
+through the n × n matrix :math:`I + \tfrac{\beta}{2n} X E X^\top` would be cheaper; at the paper's
+n = 20, d = 30 forming it costs more than the d × d factorisation saves.) Where some :math:`|a_\pm|`
+is small against α (E would be ill-conditioned) the step factorises the 2d × 2d matrix
+:math:`\mathrm{diag}(a) + \tfrac\beta2 UHU^\top` instead (counted in ``N_DENSE``).
+The integral rows are lower block-triangular: each is the exact Jacobian row applied to the
+solved :math:`x_w, x_v` (through :math:`H\,\delta\theta`, :math:`\delta\theta = (w_+x_{w+} - w_-x_{w-})/2`),
+divided by :math:`1 + c/\lambda` for K±, Q.
+
+Error control and what it covers
+--------------------------------
+The weighted RMS norm of ``k₈`` with weights ``atol + rtol·max(|y₀|, |y₁|)`` is taken over w±,
+ẇ± (MGF) and P, Q, G₂: the integrals whose integrands are smooth. J± and K± (integrands
+:math:`(\dot w/w)^2`, singular where a coordinate crosses zero, after which they are frozen)
+are carried by the same stages, outside the norm: they are order-5 quadratures on steps that
+resolve w and ẇ, and inherit the accuracy of ẇ. The ẇ rows are weighted as what they do to w: an
+error δẇ relaxes in a time λ and moves w by about λ·δẇ, so λ·δẇ is measured against the weight of
+w (at small λ, ẇ is slaved to -∇F(w) and needs no more accuracy than w; this saves 2-4x the steps at
+λ ≤ 0.05). With the default tolerances λJ± agrees with the fixed-step schemes to ~2e-8 at λ = 0.01
+(tests/test_rodas.py). The controller is a PI controller (``SAFETY``, exponents ``PI_ALPHA``,
+``PI_BETA``, step factors in ``[FAC_MIN, FAC_MAX]``, no growth right after a rejection); a step
+whose new point is not finite or overflows is rejected with a quarter of the step; a step below
+``H_MIN_REL·max(t, 1)`` ends the run as diverged (``sstate[FAILED] = 1``).
+
+Crossings, records, state (the driver :mod:`.flow_rodas_run`)
+--------------------------------------------------------------
+Sign changes of w± in a step are bracketed by the cubic Hermite interpolant of the end values
+and slopes (:func:`.crossings._hermite_crossings`, which also finds pairs) and then located on
+the method's dense output by safeguarded Newton; J±, K± of a coordinate are frozen at its
+first crossing as in :mod:`.flow`. Records at the times of ``record_times`` are the dense
+output of the step that contains them (w± and ẇ±; for gradient flow ẇ± from the vector field
+at the interpolated point); the dense coefficients of the last step are part of the state
+(``dense``), so a chunk can end with records still owed and the next call writes them first.
+Everything a run needs to continue bit for bit is in ``fstate``, ``istate``, ``counters``,
+``sstate``, ``dense`` and the crossing log: the chunk length never changes a bit.
+"""
+
+import numpy as np
+from numba import njit
+
+from .config import JIT_OPTIONS, OVERFLOW
+from .flow import (
+    G2_INT,
+    J_MINUS,
+    J_PLUS,
+    K_MINUS,
+    K_PLUS,
+    N_RK_ROWS,
+    P_INT,
+    Q_INT,
+    V_MINUS,
+    V_PLUS,
+    W_MINUS,
+    W_PLUS,
+    _gradient,
+)
+from .layout import MODE_DATA
+from .mgd import _axpy_columns
+
+# -- Rodas5P (Steinebach 2023), in the W-transformed form of Hairer & Wanner ---------------------
+GAMMA = 0.21193756319429014
+N_STAGES = 8
+_A6 = (-7.502846399306121, 2.561846144803919, -11.627539656261098, -0.18268767659942256,
+       0.030198172008377946)
+#: u_i = y₀ + Σ_j RODAS_A[i, j] k_j (0-based rows; rows 6, 7: u₇ = u₆ + k₆, u₈ = u₇ + k₇).
+RODAS_A = np.array([
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [2.849394379747939, 0.45842242204463923, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [-6.954028509809101, 2.489845061869568, -10.358996098473584, 0.0, 0.0, 0.0, 0.0, 0.0],
+    [2.8029986275628964, 0.5072464736228206, -0.3988312541770524, -0.04721187230404641, 0.0, 0.0, 0.0, 0.0],
+    list(_A6) + [0.0, 0.0, 0.0],
+    list(_A6) + [1.0, 0.0, 0.0],
+    list(_A6) + [1.0, 1.0, 0.0],
+])
+#: y₁ = y₀ + Σ_j RODAS_B[j] k_j (= u₈ + k₈: the method is stiffly accurate).
+RODAS_B = np.array(list(_A6) + [1.0, 1.0, 1.0])
+#: The stage coupling C_ij (strictly lower triangular).
+RODAS_C = np.array([
+    [0.0] * 8,
+    [-14.155112264123755, 0, 0, 0, 0, 0, 0, 0],
+    [-17.97296035885952, -2.859693295451294, 0, 0, 0, 0, 0, 0],
+    [147.12150275711716, -1.41221402718213, 71.68940251302358, 0, 0, 0, 0, 0],
+    [165.43517024871676, -0.4592823456491126, 42.90938336958603, -5.961986721573306, 0, 0, 0, 0],
+    [24.854864614690072, -3.0009227002832186, 47.4931110020768, 5.5814197821558125, -0.6610691825249471, 0, 0, 0],
+    [30.91273214028599, -3.1208243349937974, 77.79954646070892, 34.28646028294783, -19.097331116725623,
+     -28.087943162872662, 0, 0],
+    [37.80277123390563, -3.2571969029072276, 112.26918849496327, 66.9347231244047, -40.06618937091002,
+     -54.66780262877968, -9.48861652309627, 0],
+], dtype=np.float64)
+#: Dense output coefficients q_m = Σ_j RODAS_H[m, j] k_j, m = 1, 2, 3.
+RODAS_H = np.array([
+    [25.948786856663858, -2.5579724845846235, 10.433815404888879, -2.3679251022685204, 0.524948541321073,
+     1.1241088310450404, 0.4272876194431874, -0.17202221070155493],
+    [-9.91568850695171, -0.9689944594115154, 3.0438037242978453, -24.495224566215796, 20.176138334709044,
+     15.98066361424651, -6.789040303419874, -6.710236069923372],
+    [11.419903575922262, 2.8879645146136994, 72.92137995996029, 80.12511834622643, -52.072871366152654,
+     -59.78993625266729, -0.15582684282751913, 4.883087185713722],
+])
+#: Order of the step (the embedded solution has order 4: the error estimate is O(h⁵)).
+ORDER = 5
+
+# -- step-size controller (the policy; the stepper above is separate) -----------------------------
+SAFETY = 0.9
+PI_ALPHA = 0.7 / ORDER  # exponent of the current error
+PI_BETA = 0.4 / ORDER   # exponent of the previous accepted error
+FAC_MIN = 0.2
+FAC_MAX = 6.0
+#: A step below H_MIN_REL·max(t, 1) cannot be told apart from t: the run is reported as diverged.
+H_MIN_REL = 1e-13
+#: The reduced (d × d) solve is used while every |α ± βg| is at least this fraction of α.
+REDUCED_MIN = 0.1
+
+# -- solver state (``sstate``, float64) ----------------------------------------------------------
+T_NOW = 0       # time of the current point
+H_NEXT = 1      # proposed next step (0: not chosen yet)
+ERR_PREV = 2    # error norm of the last accepted step (PI controller)
+REJECTED_LAST = 3  # 1.0 if the last attempt was rejected
+T_LAST = 4      # start time of the last accepted step (dense output)
+H_LAST = 5      # its size (0: no step yet)
+FAILED = 6      # 1.0: the step size underflowed
+N_SSTATE = 7
+
+# -- counters (int64): STEPS_DONE and N_CROSSINGS as in .flow, then the solver's statistics -------
+REJECTED = 2
+N_RHS = 3
+N_LU = 4
+N_DENSE = 5
+N_COUNTERS = 6
+
+#: Rows of ``dense`` (shape (5, 4, d)): y₀, y₁, q₁, q₂, q₃ of w₊, w₋, ẇ₊, ẇ₋ in the last step.
+N_DENSE_ROWS = 5
+_D_ROWS = (W_PLUS, W_MINUS, V_PLUS, V_MINUS)
+
+#: Newton iterations of a crossing on the dense output.
+_ROOT_ITERATIONS = 60
+
+
+@njit(**JIT_OPTIONS)
+def _hmul(X, XT, H, mode, z, d, resid, out):
+    """out = H z (H = XᵀX/n; in the data form through X): column ``axpy`` passes, which vectorise."""
+    if mode == MODE_DATA:
+        n = X.shape[0]
+        _axpy_columns(XT, z, d, resid)
+        _axpy_columns(X, resid, n, out)
+        for i in range(d):
+            out[i] /= n
+    else:
+        _axpy_columns(H, z, d, out)
+
+
+@njit(**JIT_OPTIONS)
+def _rhs(X, XT, y, H, b, mode, gf, inv_lam, Y, valid_p, valid_m, theta, g, resid, F):
+    """F = f(Y) (all N_RK_ROWS rows) and ∇L(θ(Y)) into ``g``."""
+    d = Y.shape[1]
+    for i in range(d):
+        wp = Y[W_PLUS, i]
+        wm = Y[W_MINUS, i]
+        theta[i] = (wp * wp - wm * wm) * 0.25
+    _gradient(X, XT, y, H, b, mode, theta, d, resid, g)
+    for i in range(d):
+        gi = g[i]
+        wp = Y[W_PLUS, i]
+        wm = Y[W_MINUS, i]
+        gg = gi * gi
+        if gf:
+            F[W_PLUS, i] = -gi * wp
+            F[W_MINUS, i] = gi * wm
+            F[V_PLUS, i] = 0.0
+            F[V_MINUS, i] = 0.0
+            F[J_PLUS, i] = gg if valid_p[i] else 0.0
+            F[J_MINUS, i] = gg if valid_m[i] else 0.0
+            F[K_PLUS, i] = 0.0
+            F[K_MINUS, i] = 0.0
+            F[Q_INT, i] = 0.0
+        else:
+            vp = Y[V_PLUS, i]
+            vm = Y[V_MINUS, i]
+            F[W_PLUS, i] = vp
+            F[W_MINUS, i] = vm
+            F[V_PLUS, i] = -(vp + gi * wp) * inv_lam
+            F[V_MINUS, i] = -(vm - gi * wm) * inv_lam
+            rp = vp / wp
+            rm = vm / wm
+            fp = rp * rp if valid_p[i] else 0.0
+            fm = rm * rm if valid_m[i] else 0.0
+            F[J_PLUS, i] = fp
+            F[J_MINUS, i] = fm
+            F[K_PLUS, i] = fp - Y[K_PLUS, i] * inv_lam
+            F[K_MINUS, i] = fm - Y[K_MINUS, i] * inv_lam
+            F[Q_INT, i] = gi - Y[Q_INT, i] * inv_lam
+        F[P_INT, i] = gi
+        F[G2_INT, i] = gg
+
+
+# -- dense LU with partial pivoting (small systems; the kernels never call LAPACK) ---------------
+
+@njit(**JIT_OPTIONS)
+def _lu(Am, piv):
+    """In-place LU of the square ``Am`` with partial pivoting; returns False if it is singular."""
+    m = Am.shape[0]
+    for k in range(m):
+        p = k
+        best = abs(Am[k, k])
+        for i in range(k + 1, m):
+            v = abs(Am[i, k])
+            if v > best:
+                best = v
+                p = i
+        piv[k] = p
+        if best == 0.0 or not (best < np.inf):
+            return False
+        if p != k:
+            for j in range(m):
+                tmp = Am[k, j]
+                Am[k, j] = Am[p, j]
+                Am[p, j] = tmp
+        inv = 1.0 / Am[k, k]
+        for i in range(k + 1, m):
+            Am[i, k] *= inv
+            lik = Am[i, k]
+            if lik != 0.0:
+                for j in range(k + 1, m):
+                    Am[i, j] -= lik * Am[k, j]
+    return True
+
+
+@njit(**JIT_OPTIONS)
+def _lu_transpose(LU, LUT):
+    """LUT = LUᵀ (contiguous columns of the factors, for :func:`_lu_solve`)."""
+    m = LU.shape[0]
+    for i in range(m):
+        for j in range(m):
+            LUT[j, i] = LU[i, j]
+
+
+@njit(**JIT_OPTIONS)
+def _lu_solve(LUT, piv, x):
+    """Solve in place with the factors of :func:`_lu`, given transposed (``LUT``): column-oriented
+    substitutions, whose inner loops are ``axpy`` passes (they vectorise; a row-oriented one is a chain
+    of dependent additions)."""
+    m = LUT.shape[0]
+    for k in range(m):
+        p = piv[k]
+        if p != k:
+            tmp = x[k]
+            x[k] = x[p]
+            x[p] = tmp
+    for j in range(m):
+        xj = x[j]
+        col = LUT[j]
+        for i in range(j + 1, m):
+            x[i] -= col[i] * xj
+    for j in range(m - 1, -1, -1):
+        col = LUT[j]
+        xj = x[j] / col[j]
+        x[j] = xj
+        for i in range(j):
+            x[i] -= col[i] * xj
+
+
+@njit(**JIT_OPTIONS)
+def _cholesky(S, RT):
+    """In-place Cholesky S = RᵀR of the symmetric ``S`` (its upper triangle; R upper, row-major) and RT = Rᵀ;
+    returns False if S is not positive definite. Outer-product form: the inner loops are ``axpy`` passes."""
+    m = S.shape[0]
+    for k in range(m):
+        pivot = S[k, k]
+        if not (pivot > 0.0 and pivot < np.inf):
+            return False
+        r = np.sqrt(pivot)
+        S[k, k] = r
+        inv = 1.0 / r
+        row = S[k]
+        for j in range(k + 1, m):
+            row[j] *= inv
+        for i in range(k + 1, m):
+            f = row[i]
+            if f != 0.0:
+                target = S[i]
+                for j in range(i, m):
+                    target[j] -= f * row[j]
+    for i in range(m):
+        for j in range(m):
+            RT[j, i] = S[i, j] if j >= i else 0.0
+    return True
+
+
+@njit(**JIT_OPTIONS)
+def _cholesky_solve(R, RT, x):
+    """Solve RᵀR z = x in place with the factors of :func:`_cholesky` (column-oriented, as :func:`_lu_solve`)."""
+    m = R.shape[0]
+    for k in range(m):
+        row = R[k]
+        xk = x[k] / row[k]
+        x[k] = xk
+        for j in range(k + 1, m):
+            x[j] -= row[j] * xk
+    for k in range(m - 1, -1, -1):
+        col = RT[k]
+        xk = x[k] / col[k]
+        x[k] = xk
+        for i in range(k):
+            x[i] -= col[i] * xk
+
+
+@njit(**JIT_OPTIONS)
+def _factor(H, gf, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2):
+    """Factorise the step's matrix (the factors into ``N`` and ``NT`` or ``B2``, ``B2T``).
+
+    Returns 3 (the reduced d × d matrix, symmetric positive definite: Cholesky; the usual case), 1 (the
+    reduced matrix by LU: some α ± βg < 0), 2 (the dense 2d × 2d matrix by LU: some |α ± βg| small) or 0
+    (singular).
+    """
+    d = Y0.shape[1]
+    if gf:
+        alpha = 1.0
+        beta = c
+    else:
+        alpha = lam + c
+        beta = c * c
+    reduced = True
+    for i in range(d):
+        ap[i] = alpha + beta * g0[i]
+        am[i] = alpha - beta * g0[i]
+        if not (abs(ap[i]) >= REDUCED_MIN * alpha and abs(am[i]) >= REDUCED_MIN * alpha):
+            reduced = False
+    hb = 0.5 * beta
+    if reduced:  # from here ap, am hold the reciprocals 1/(α ± βg) (the solves multiply by them)
+        positive = True
+        for i in range(d):
+            positive = positive and ap[i] > 0.0 and am[i] > 0.0
+            ap[i] = 1.0 / ap[i]
+            am[i] = 1.0 / am[i]
+            wp = Y0[W_PLUS, i]
+            wm = Y0[W_MINUS, i]
+            E[i] = wp * wp * ap[i] + wm * wm * am[i]
+            positive = positive and E[i] > 0.0
+        if positive:
+            # E > 0: (I + β/2 E H) z = t is (E⁻¹ + β/2 H) z = E⁻¹t, symmetric positive definite (H is)
+            for i in range(d):
+                for j in range(i, d):
+                    N[i, j] = hb * H[i, j]
+                N[i, i] += 1.0 / E[i]
+            if _cholesky(N, NT):
+                for i in range(d):
+                    E[i] = 1.0 / E[i]  # (the solve multiplies by E⁻¹)
+                return 3
+        for i in range(d):
+            s = hb * E[i]
+            for j in range(d):
+                N[i, j] = s * H[i, j]
+            N[i, i] += 1.0
+        if not _lu(N, piv):
+            return 0
+        _lu_transpose(N, NT)
+        return 1
+    for i in range(d):
+        wpi = Y0[W_PLUS, i]
+        wmi = Y0[W_MINUS, i]
+        for j in range(d):
+            hij = hb * H[i, j]
+            wpj = Y0[W_PLUS, j]
+            wmj = Y0[W_MINUS, j]
+            B2[i, j] = hij * wpi * wpj
+            B2[i, d + j] = -hij * wpi * wmj
+            B2[d + i, j] = -hij * wmi * wpj
+            B2[d + i, d + j] = hij * wmi * wmj
+        B2[i, i] += ap[i]
+        B2[d + i, d + i] += am[i]
+    if not _lu(B2, piv2):
+        return 0
+    _lu_transpose(B2, B2T)
+    return 2
+
+
+@njit(**JIT_OPTIONS)
+def _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm, xp, xm, t, hz, resid, rhs2):
+    """x = (αI + βM)⁻¹ s for the factorisation ``how`` of :func:`_factor` (s = (sp, sm), x = (xp, xm)).
+
+    On return ``hz`` holds H Uᵀx (the reduced solve has it already; the dense one computes it).
+    """
+    d = Y0.shape[1]
+    if how == 1 or how == 3:
+        for i in range(d):
+            t[i] = Y0[W_PLUS, i] * sp[i] * ap[i] - Y0[W_MINUS, i] * sm[i] * am[i]
+        if how == 3:
+            for i in range(d):
+                t[i] *= E[i]
+            _cholesky_solve(N, NT, t)
+        else:
+            _lu_solve(NT, piv, t)
+        _hmul(X, XT, H, mode, t, d, resid, hz)
+        hb = 0.5 * beta
+        for i in range(d):
+            xp[i] = (sp[i] - hb * Y0[W_PLUS, i] * hz[i]) * ap[i]
+            xm[i] = (sm[i] + hb * Y0[W_MINUS, i] * hz[i]) * am[i]
+    else:
+        for i in range(d):
+            rhs2[i] = sp[i]
+            rhs2[d + i] = sm[i]
+        _lu_solve(B2T, piv2, rhs2)
+        for i in range(d):
+            xp[i] = rhs2[i]
+            xm[i] = rhs2[d + i]
+            t[i] = Y0[W_PLUS, i] * xp[i] - Y0[W_MINUS, i] * xm[i]
+        _hmul(X, XT, H, mode, t, d, resid, hz)
+
+
+@njit(**JIT_OPTIONS)
+def _solve(X, XT, H, mode, gf, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, am, E, N, NT, piv, B2T, piv2,
+           R, Kout, sp, sm, t, hz, hw, resid, rhs2):
+    """Kout = (I - cA)⁻¹ R with A the exact Jacobian of :func:`_rhs` at ``Y0`` (module docstring)."""
+    d = Y0.shape[1]
+    if gf:
+        beta = c
+        for i in range(d):
+            sp[i] = R[W_PLUS, i]
+            sm[i] = R[W_MINUS, i]
+        _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm,
+                 Kout[W_PLUS], Kout[W_MINUS], t, hz, resid, rhs2)
+        for i in range(d):
+            Kout[V_PLUS, i] = 0.0
+            Kout[V_MINUS, i] = 0.0
+    else:
+        beta = c * c
+        # s = λ r_v - c M r_w, with M r_w = diag(g, -g) r_w + ½ U H (Uᵀ r_w)
+        for i in range(d):
+            t[i] = Y0[W_PLUS, i] * R[W_PLUS, i] - Y0[W_MINUS, i] * R[W_MINUS, i]
+        _hmul(X, XT, H, mode, t, d, resid, hw)
+        for i in range(d):
+            mp = g0[i] * R[W_PLUS, i] + 0.5 * Y0[W_PLUS, i] * hw[i]
+            mm = -g0[i] * R[W_MINUS, i] - 0.5 * Y0[W_MINUS, i] * hw[i]
+            sp[i] = lam * R[V_PLUS, i] - c * mp
+            sm[i] = lam * R[V_MINUS, i] - c * mm
+        _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm,
+                 Kout[V_PLUS], Kout[V_MINUS], t, hz, resid, rhs2)
+        for i in range(d):
+            Kout[W_PLUS, i] = R[W_PLUS, i] + c * Kout[V_PLUS, i]
+            Kout[W_MINUS, i] = R[W_MINUS, i] + c * Kout[V_MINUS, i]
+    # the integral rows: their exact Jacobian rows applied to the solved w (and ẇ) parts, through
+    # H δθ = ½ H Uᵀx_w; for MGF x_w = r_w + c x_v, so H Uᵀx_w = H Uᵀr_w + c H Uᵀx_v (both at hand)
+    if gf:
+        for i in range(d):
+            hz[i] *= 0.5
+    else:
+        for i in range(d):
+            hz[i] = 0.5 * (hw[i] + c * hz[i])
+    damp = 1.0 / (1.0 + c * inv_lam)
+    for i in range(d):
+        dg = hz[i]
+        Kout[P_INT, i] = R[P_INT, i] + c * dg
+        Kout[G2_INT, i] = R[G2_INT, i] + c * (2.0 * g0[i] * dg)
+        if gf:
+            Kout[J_PLUS, i] = R[J_PLUS, i] + (c * (2.0 * g0[i] * dg) if valid_p[i] else 0.0)
+            Kout[J_MINUS, i] = R[J_MINUS, i] + (c * (2.0 * g0[i] * dg) if valid_m[i] else 0.0)
+            Kout[K_PLUS, i] = 0.0
+            Kout[K_MINUS, i] = 0.0
+            Kout[Q_INT, i] = 0.0
+        else:
+            jp = 0.0
+            jm = 0.0
+            if valid_p[i]:
+                wp = Y0[W_PLUS, i]
+                vp = Y0[V_PLUS, i]
+                jp = c * (2.0 * vp / (wp * wp)) * (Kout[V_PLUS, i] - vp / wp * Kout[W_PLUS, i])
+            if valid_m[i]:
+                wm = Y0[W_MINUS, i]
+                vm = Y0[V_MINUS, i]
+                jm = c * (2.0 * vm / (wm * wm)) * (Kout[V_MINUS, i] - vm / wm * Kout[W_MINUS, i])
+            Kout[J_PLUS, i] = R[J_PLUS, i] + jp
+            Kout[J_MINUS, i] = R[J_MINUS, i] + jm
+            Kout[K_PLUS, i] = (R[K_PLUS, i] + jp) * damp
+            Kout[K_MINUS, i] = (R[K_MINUS, i] + jm) * damp
+            Kout[Q_INT, i] = (R[Q_INT, i] + c * dg) * damp
+
+
+@njit(**JIT_OPTIONS)
+def _attempt(X, XT, y, H, b, mode, gf, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m, ws, Kst, Y1,
+             counters):
+    """One Rodas5P step of size ``h`` from ``Y0`` (``F0 = f(Y0)``, ``g0 = ∇L``) into ``Y1`` and ``Kst``.
+
+    Returns the factorisation used (1, 2) or 0 if the matrix was singular. ``ws`` is the work
+    record of :func:`_workspace`.
+    """
+    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, F, R, sp, sm, t, hz, hw, resid, rhs2, theta, g) = ws
+    d = Y0.shape[1]
+    c = h * GAMMA
+    how = _factor(H, gf, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2)
+    counters[N_LU] += 1
+    if how == 2:
+        counters[N_DENSE] += 1
+    if how == 0:
+        return 0
+    inv_h = 1.0 / h
+    m = N_RK_ROWS * d
+    Y0f = Y0.ravel()
+    F0f = F0.ravel()
+    Uf = U.ravel()
+    Ff = F.ravel()
+    Rf = R.ravel()
+    Kf = Kst.reshape((N_STAGES, m))
+    for s in range(N_STAGES):
+        if s == 0:
+            for q in range(m):
+                Rf[q] = c * F0f[q]
+        else:
+            # u_s = y₀ + Σ_j a_sj k_j and Σ_j C_sj k_j/h in one pass over each k_j
+            for q in range(m):
+                Uf[q] = Y0f[q]
+                Rf[q] = 0.0
+            for j in range(s):
+                a = RODAS_A[s, j]
+                cj = RODAS_C[s, j] * inv_h
+                kj = Kf[j]
+                for q in range(m):
+                    kq = kj[q]
+                    Uf[q] += a * kq
+                    Rf[q] += cj * kq
+            _rhs(X, XT, y, H, b, mode, gf, inv_lam, U, valid_p, valid_m, theta, g, resid, F)
+            counters[N_RHS] += 1
+            for q in range(m):
+                Rf[q] = c * (Ff[q] + Rf[q])
+        _solve(X, XT, H, mode, gf, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, am, E, N, NT, piv, B2T, piv2,
+               R, Kst[s], sp, sm, t, hz, hw, resid, rhs2)
+    Y1f = Y1.ravel()
+    for q in range(m):
+        Y1f[q] = Y0f[q]
+    for j in range(N_STAGES):
+        bj = RODAS_B[j]
+        kj = Kf[j]
+        for q in range(m):
+            Y1f[q] += bj * kj[q]
+    return how
+
+
+@njit(**JIT_OPTIONS)
+def _error_norm(gf, lam, Y0, Y1, Kst, rtol, atol):
+    """Weighted RMS norm of the error estimate k₈ over the controlled rows (module docstring).
+
+    The velocity rows are weighted as what they do to w: an error δẇ relaxes in a time λ and moves
+    w by about λ·δẇ, so it is measured as λ·δẇ against the weight of its w (at small λ, ẇ is slaved
+    to -∇F(w) and needs no more accuracy than w itself). NaN when the new point is not finite or
+    overflows.
+    """
+    d = Y0.shape[1]
+    total = 0.0
+    count = 0
+    for r in (W_PLUS, W_MINUS, P_INT, Q_INT, G2_INT):
+        if gf and r == Q_INT:
+            continue
+        # P, Q and G₂ enter the theory as exponents (α± = w±e^{±P}, Δ∞ ≈ Δ₀e^{-2λG₂}): an absolute error
+        # rtol in them is a relative error rtol in what they give, so they are measured against max(|y|, 1)
+        floor = 0.0 if r <= W_MINUS else 1.0
+        for i in range(d):
+            y1 = Y1[r, i]
+            if r <= W_MINUS and not (abs(y1) < OVERFLOW):
+                return np.nan
+            sc = atol + rtol * max(max(abs(Y0[r, i]), abs(y1)), floor)
+            e = Kst[N_STAGES - 1, r, i] / sc
+            total += e * e
+            count += 1
+    if not gf:
+        for k in range(2):
+            r = V_PLUS + k
+            rw = W_PLUS + k
+            for i in range(d):
+                v1 = Y1[r, i]
+                if not (abs(v1) < OVERFLOW):
+                    return np.nan
+                big = max(max(abs(Y0[rw, i]), abs(Y1[rw, i])), lam * max(abs(Y0[r, i]), abs(v1)))
+                e = lam * Kst[N_STAGES - 1, r, i] / (atol + rtol * big)
+                total += e * e
+                count += 1
+    return np.sqrt(total / count)
+
+
+@njit(**JIT_OPTIONS)
+def _workspace(n, d):
+    """The work arrays of :func:`_attempt` (its first line names them), for ``n`` samples and ``d`` coordinates."""
+    vec = (np.zeros(d), np.zeros(d), np.zeros(d))
+    mats = (np.zeros((d, d)), np.zeros((d, d)), np.zeros(d, dtype=np.int64),
+            np.zeros((2 * d, 2 * d)), np.zeros((2 * d, 2 * d)), np.zeros(2 * d, dtype=np.int64))
+    rows = (np.zeros((N_RK_ROWS, d)), np.zeros((N_RK_ROWS, d)), np.zeros((N_RK_ROWS, d)))
+    tail = (np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(max(n, 1)), np.zeros(2 * d),
+            np.zeros(d), np.zeros(d))
+    return vec + mats + rows + tail

@@ -1,0 +1,404 @@
+r"""The driver of the adaptive Rodas5P flow (:mod:`.flow_rodas`): dense output, crossings, records, the step loop.
+
+:func:`_rodas_advance` advances one run by accepted steps: it takes the steps of
+:func:`.flow_rodas._attempt` under the PI controller of :mod:`.flow_rodas` (rejecting and retrying),
+locates the sign crossings of w± of every accepted step on its dense output, writes the records owed
+up to the current point, tests the stopping rule and keeps every quantity of the fixed-step flows
+(:mod:`.flow`'s state rows: the integrals, crossing counts and times, the running minimum of Δ).
+"""
+
+import numpy as np
+from numba import njit
+
+from .config import JIT_OPTIONS
+from .crossings import _hermite_crossings
+from .flow import (
+    CROSS_MINUS,
+    CROSS_PLUS,
+    FIRST_CROSS_MINUS,
+    FIRST_CROSS_PLUS,
+    J_MINUS,
+    J_PLUS,
+    K_MINUS,
+    K_PLUS,
+    LAST_CROSS_MINUS,
+    LAST_CROSS_PLUS,
+    MAX_W2,
+    MIN_DELTA,
+    N_CROSSINGS,
+    N_RK_ROWS,
+    STEPS_DONE,
+    V_MINUS,
+    V_PLUS,
+    W_MINUS,
+    W_PLUS,
+    _gradient,
+)
+from .flow_rodas import (
+    _D_ROWS,
+    _ROOT_ITERATIONS,
+    ERR_PREV,
+    FAC_MAX,
+    FAC_MIN,
+    FAILED,
+    H_LAST,
+    H_MIN_REL,
+    H_NEXT,
+    N_RHS,
+    N_STAGES,
+    ORDER,
+    PI_ALPHA,
+    PI_BETA,
+    REJECTED,
+    REJECTED_LAST,
+    RODAS_H,
+    SAFETY,
+    T_LAST,
+    T_NOW,
+    _attempt,
+    _error_norm,
+    _rhs,
+    _workspace,
+)
+from .layout import REC_DELTA, REC_THETA, REC_W_MINUS, REC_W_PLUS
+from .mgd import _half_mean_square_residual, _record_losses
+from .status import CONVERGED, DIVERGED, MAX_STEPS, RUNNING
+
+
+@njit(**JIT_OPTIONS)
+def _dense_eval(y0, y1, q1, q2, q3, s):
+    """The dense output at fraction ``s`` of the step, and its derivative in ``s``."""
+    s1 = 1.0 - s
+    q = q1 + s * (q2 + s * q3)
+    dq = q2 + 2.0 * s * q3
+    return s1 * y0 + s * (y1 + s1 * q), (y1 - y0) + (1.0 - 2.0 * s) * q + s * s1 * dq
+
+
+@njit(**JIT_OPTIONS)
+def _dense_at(dense, k, i, s):
+    """The dense output of row ``k`` (w₊, w₋, ẇ₊, ẇ₋) of coordinate ``i`` at fraction ``s`` of the last step."""
+    return _dense_eval(dense[0, k, i], dense[1, k, i], dense[2, k, i], dense[3, k, i], dense[4, k, i], s)[0]
+
+
+@njit(**JIT_OPTIONS)
+def _dense_root(y0, y1, q1, q2, q3, lo, hi, s):
+    """A zero of the dense output in [lo, hi] started from ``s`` (Newton safeguarded by bisection)."""
+    plo = _dense_eval(y0, y1, q1, q2, q3, lo)[0]
+    phi = _dense_eval(y0, y1, q1, q2, q3, hi)[0]
+    if (plo < 0.0) == (phi < 0.0):
+        return s  # the dense output does not change sign on the Hermite bracket: keep the Hermite root
+    neg_lo = plo < 0.0
+    for _ in range(_ROOT_ITERATIONS):
+        p, dp = _dense_eval(y0, y1, q1, q2, q3, s)
+        if p == 0.0:
+            return s
+        if (p < 0.0) == neg_lo:
+            lo = s
+        else:
+            hi = s
+        nxt = s - p / dp if dp != 0.0 else 0.5 * (lo + hi)
+        if not (lo < nxt < hi):
+            nxt = 0.5 * (lo + hi)
+        if abs(nxt - s) <= 4e-16 or hi - lo <= 4e-16:
+            return nxt
+        s = nxt
+    return s
+
+
+@njit(**JIT_OPTIONS)
+def _crossings(gf, Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time, log_coord, log_sign,
+               valid_p, valid_m, roots):
+    """Locate and log the sign changes of w± in the step [t0, t0 + h] (module docstring)."""
+    d = Y0.shape[1]
+    for which in range(2):
+        row = W_PLUS if which == 0 else W_MINUS
+        sign = 1 if which == 0 else -1
+        count = istate[CROSS_PLUS if which == 0 else CROSS_MINUS]
+        first = fstate[FIRST_CROSS_PLUS if which == 0 else FIRST_CROSS_MINUS]
+        last = fstate[LAST_CROSS_PLUS if which == 0 else LAST_CROSS_MINUS]
+        valid = valid_p if which == 0 else valid_m
+        jrow = J_PLUS if which == 0 else J_MINUS
+        krow = K_PLUS if which == 0 else K_MINUS
+        for i in range(d):
+            w0 = Y0[row, i]
+            w1 = Y1[row, i]
+            m0 = h * F0[row, i]
+            m1 = h * F1[row, i]
+            flip = (w1 < 0.0) != (w0 < 0.0)
+            turn = (not gf) and (w0 * m0 < 0.0) and (w1 * m1 > 0.0)
+            if not (flip or turn):
+                continue
+            found = _hermite_crossings(w0, w1, m0, m1, roots)
+            for k in range(found):
+                s = _dense_root(dense[0, which, i], dense[1, which, i], dense[2, which, i], dense[3, which, i],
+                                dense[4, which, i], roots[2 + 2 * k], roots[3 + 2 * k], roots[k])
+                tc = t0 + s * h
+                count[i] += 1
+                if count[i] == 1:
+                    first[i] = tc
+                last[i] = tc
+                n = counters[N_CROSSINGS]
+                if n < log_time.shape[0]:
+                    log_time[n] = tc
+                    log_coord[n] = i
+                    log_sign[n] = sign
+                counters[N_CROSSINGS] = n + 1
+            if found:
+                fstate[MIN_DELTA, i] = 0.0  # Δ = |w₊w₋| vanishes at the crossing itself
+            if found and valid[i]:
+                valid[i] = False
+                Y1[jrow, i] = Y0[jrow, i]
+                Y1[krow, i] = Y0[krow, i]
+
+
+@njit(**JIT_OPTIONS)
+def _record(X, y, XT, H, b, mode, gf, X_test, y_test, dense, s, step, t_rec, row, theta, g, resid, wp_buf,
+            wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm):
+    """Row ``row`` of the record buffers: the dense output at fraction ``s`` of the last step."""
+    d = theta.shape[0]
+    for i in range(d):
+        wp_buf[i] = _dense_at(dense, 0, i, s)
+        wm_buf[i] = _dense_at(dense, 1, i, s)
+        theta[i] = (wp_buf[i] * wp_buf[i] - wm_buf[i] * wm_buf[i]) * 0.25
+    if gf:
+        _gradient(X, XT, y, H, b, mode, theta, d, resid, g)
+    rec_step[row] = step
+    rec_time[row] = t_rec
+    for i in range(d):
+        wp = wp_buf[i]
+        wm = wm_buf[i]
+        rec_vectors[row, REC_THETA, i] = theta[i]
+        rec_vectors[row, REC_W_PLUS, i] = wp
+        rec_vectors[row, REC_W_MINUS, i] = wm
+        rec_vectors[row, REC_DELTA, i] = abs(wp * wm)
+        if gf:
+            rec_vp[row, i] = -g[i] * wp
+            rec_vm[row, i] = g[i] * wm
+        else:
+            rec_vp[row, i] = _dense_at(dense, 2, i, s)
+            rec_vm[row, i] = _dense_at(dense, 3, i, s)
+    _record_losses(X, y, X_test, y_test, theta, row, rec_losses)
+
+
+@njit(**JIT_OPTIONS)
+def _set_point_dense(Y, dense):
+    """Dense rows of a step of length 0 at ``Y`` (the initial point: every s gives Y)."""
+    d = Y.shape[1]
+    for k in range(4):
+        r = _D_ROWS[k]
+        for i in range(d):
+            dense[0, k, i] = Y[r, i]
+            dense[1, k, i] = Y[r, i]
+            dense[2, k, i] = 0.0
+            dense[3, k, i] = 0.0
+            dense[4, k, i] = 0.0
+
+
+@njit(**JIT_OPTIONS)
+def _initial_step(gf, Y0, F0, rtol, atol, t_max):
+    """Hairer's first guess 0.01·‖y₀‖/‖f(y₀)‖ in the error norm's weights, capped by t_max."""
+    d = Y0.shape[1]
+    n0 = 0.0
+    n1 = 0.0
+    count = 0
+    for r in (W_PLUS, W_MINUS, V_PLUS, V_MINUS):
+        if gf and r >= V_PLUS:
+            continue
+        for i in range(d):
+            sc = atol + rtol * abs(Y0[r, i])
+            n0 += (Y0[r, i] / sc) ** 2
+            n1 += (F0[r, i] / sc) ** 2
+            count += 1
+    n0 = np.sqrt(n0 / count)
+    n1 = np.sqrt(n1 / count)
+    h = 1e-6 if (n0 < 1e-5 or n1 < 1e-5) else 0.01 * n0 / n1
+    return min(h, t_max)
+
+
+@njit(**JIT_OPTIONS)
+def _rodas_advance(
+    X, XT, y, H, b, X_test, y_test, lam, mode, tol, t_max, rtol, atol,
+    fstate, istate, counters, sstate, dense, n_steps,
+    log_time, log_coord, log_sign,
+    record_times, record_cursor, record_offset, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm,
+):
+    """Advance one MGF(λ) (``lam > 0``) or gradient-flow (``lam == 0``) run by ``<= n_steps`` accepted steps.
+
+    The problem arrays are unpadded (``X`` (n, d), ``XT`` (d, n), ``H`` (d, d), ``b`` (d,)); ``mode``
+    the gradient form of ``g`` and of the products ``H z`` (the factorised matrix always uses ``H``);
+    ``tol < 0`` disables the convergence test; the run ends at ``t_max`` (status ``MAX_STEPS``).
+    Records: the state at ``record_times[k]`` (sorted) goes to row ``k - record_offset`` of the
+    ``rec_*`` buffers (``rec_time`` the time, ``rec_step`` the accepted steps before it); the call
+    returns ``RUNNING`` early when the buffers are full and a record is still owed.
+
+    Returns ``RUNNING``, ``CONVERGED`` (train loss ``<= tol`` at an accepted point, checked before
+    stepping), ``MAX_STEPS`` (t = t_max) or ``DIVERGED`` (the step size underflowed; the state is
+    the last accepted point and ``sstate[FAILED] = 1``).
+    """
+    n = X.shape[0]
+    d = fstate.shape[1]
+    gf = not (lam > 0.0)
+    inv_lam = 0.0 if gf else 1.0 / lam
+    ws = _workspace(n, d)
+    theta = ws[19]
+    g_tmp = ws[20]
+    resid = ws[17]
+    Y0 = np.empty((N_RK_ROWS, d))
+    Y1 = np.empty((N_RK_ROWS, d))
+    F0 = np.empty((N_RK_ROWS, d))
+    F1 = np.empty((N_RK_ROWS, d))
+    g0 = np.empty(d)
+    g1 = np.empty(d)
+    Kst = np.zeros((N_STAGES, N_RK_ROWS, d))
+    wp_buf = np.empty(d)
+    wm_buf = np.empty(d)
+    roots = np.zeros(6)
+    valid_p = np.empty(d, dtype=np.bool_)
+    valid_m = np.empty(d, dtype=np.bool_)
+    for i in range(d):
+        valid_p[i] = istate[CROSS_PLUS, i] == 0
+        valid_m[i] = istate[CROSS_MINUS, i] == 0
+    for r in range(N_RK_ROWS):
+        for i in range(d):
+            Y0[r, i] = fstate[r, i]
+    n_record = record_times.shape[0]
+    capacity = rec_step.shape[0]
+    _rhs(X, XT, y, H, b, mode, gf, inv_lam, Y0, valid_p, valid_m, theta, g0, resid, F0)
+    if sstate[H_LAST] == 0.0:  # (a later call recomputes what the last step counted: not counted again)
+        counters[N_RHS] += 1
+        _set_point_dense(Y0, dense)
+    taken = 0
+    status = RUNNING
+    while True:
+        t = sstate[T_NOW]
+        # records owed up to the current point, from the last step's dense output
+        full = False
+        while record_cursor[0] < n_record and record_times[record_cursor[0]] <= t:
+            row = record_cursor[0] - record_offset
+            if row >= capacity:
+                full = True
+                break
+            tr = record_times[record_cursor[0]]
+            hl = sstate[H_LAST]
+            s = 1.0 if hl == 0.0 else min(max((tr - sstate[T_LAST]) / hl, 0.0), 1.0)
+            steps_before = counters[STEPS_DONE] - (1 if (hl > 0.0 and s < 1.0) else 0)
+            _record(X, y, XT, H, b, mode, gf, X_test, y_test, dense, s, steps_before, tr, row, theta, g_tmp, resid,
+                    wp_buf, wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
+            record_cursor[0] += 1
+        if full:
+            break
+        if t >= t_max:
+            status = MAX_STEPS
+            break
+        if tol >= 0.0:
+            for i in range(d):
+                wp = Y0[W_PLUS, i]
+                wm = Y0[W_MINUS, i]
+                theta[i] = (wp * wp - wm * wm) * 0.25
+            if _half_mean_square_residual(X, y, theta) <= tol:
+                status = CONVERGED
+                break
+        if taken >= n_steps:
+            break
+        h = sstate[H_NEXT]
+        if h == 0.0:
+            h = _initial_step(gf, Y0, F0, rtol, atol, t_max)
+        # one accepted step (with as many rejected attempts as it takes)
+        accepted = False
+        while True:
+            last = False
+            if t + h >= t_max or t + 1.0001 * h >= t_max:
+                h = t_max - t
+                last = True
+            if not (h >= H_MIN_REL * max(t, 1.0)):
+                break
+            how = _attempt(X, XT, y, H, b, mode, gf, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m, ws, Kst, Y1,
+                           counters)
+            err = _error_norm(gf, lam, Y0, Y1, Kst, rtol, atol) if how else np.nan
+            if err <= 1.0:
+                accepted = True
+                break
+            counters[REJECTED] += 1
+            sstate[REJECTED_LAST] = 1.0
+            if err > 0.0 and err < np.inf:
+                h *= max(FAC_MIN, SAFETY * err ** (-1.0 / ORDER))
+            else:
+                h *= 0.25
+        if not accepted:
+            sstate[FAILED] = 1.0
+            status = DIVERGED
+            break
+        # the step is taken: controller, dense output, crossings, bookkeeping
+        e = max(err, 1e-10)
+        fac = SAFETY * e ** (-PI_ALPHA) * sstate[ERR_PREV] ** PI_BETA if sstate[ERR_PREV] > 0.0 \
+            else SAFETY * e ** (-1.0 / ORDER)
+        fac = min(FAC_MAX, max(FAC_MIN, fac))
+        if sstate[REJECTED_LAST] > 0.0:
+            fac = min(fac, 1.0)
+        h_used = h
+        h_next = h * fac
+        if last and h_next < sstate[H_NEXT]:
+            h_next = sstate[H_NEXT]  # a step shortened to land on t_max does not shrink the next guess
+        for k in range(4):
+            r = _D_ROWS[k]
+            for i in range(d):
+                dense[0, k, i] = Y0[r, i]
+                dense[1, k, i] = Y1[r, i]
+                q1 = 0.0
+                q2 = 0.0
+                q3 = 0.0
+                for j in range(N_STAGES):
+                    kj = Kst[j, r, i]
+                    q1 += RODAS_H[0, j] * kj
+                    q2 += RODAS_H[1, j] * kj
+                    q3 += RODAS_H[2, j] * kj
+                dense[2, k, i] = q1
+                dense[3, k, i] = q2
+                dense[4, k, i] = q3
+        if gf:
+            for i in range(d):
+                Y1[V_PLUS, i] = 0.0
+                Y1[V_MINUS, i] = 0.0
+        _rhs(X, XT, y, H, b, mode, gf, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)
+        counters[N_RHS] += 1
+        if gf:  # gradient flow's velocity rows hold the vector field at the point
+            for i in range(d):
+                Y1[V_PLUS, i] = F1[W_PLUS, i]
+                Y1[V_MINUS, i] = F1[W_MINUS, i]
+                dense[0, 2, i] = Y0[V_PLUS, i]
+                dense[1, 2, i] = Y1[V_PLUS, i]
+                dense[0, 3, i] = Y0[V_MINUS, i]
+                dense[1, 3, i] = Y1[V_MINUS, i]
+        seen = counters[N_CROSSINGS]
+        _crossings(gf, Y0, Y1, F0, F1, dense, h_used, t, istate, fstate, counters, log_time, log_coord, log_sign,
+                   valid_p, valid_m, roots)
+        if counters[N_CROSSINGS] != seen:  # J±, K± of a crossed coordinate are frozen from here: f as a resume sees it
+            _rhs(X, XT, y, H, b, mode, gf, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)
+            counters[N_RHS] += 1
+        t_new = t_max if last else t + h_used
+        sstate[T_LAST] = t
+        sstate[H_LAST] = h_used
+        sstate[T_NOW] = t_new
+        sstate[H_NEXT] = h_next
+        sstate[ERR_PREV] = e
+        sstate[REJECTED_LAST] = 0.0
+        for r in range(N_RK_ROWS):
+            for i in range(d):
+                Y0[r, i] = Y1[r, i]
+                F0[r, i] = F1[r, i]
+        for i in range(d):
+            g0[i] = g1[i]
+            wp = Y0[W_PLUS, i]
+            wm = Y0[W_MINUS, i]
+            delta = abs(wp * wm)
+            if delta < fstate[MIN_DELTA, i]:
+                fstate[MIN_DELTA, i] = delta
+            w2 = max(wp * wp, wm * wm)
+            if w2 > fstate[MAX_W2, i]:
+                fstate[MAX_W2, i] = w2
+        counters[STEPS_DONE] += 1
+        taken += 1
+    for r in range(N_RK_ROWS):
+        for i in range(d):
+            fstate[r, i] = Y0[r, i]
+    return status

@@ -1,0 +1,401 @@
+"""The adaptive Rosenbrock scheme ``"rodas"`` (kernels/flow_rodas.py, runs/flow_adaptive.py).
+
+Checked against independent references: the stability function and order of the tableau from its own
+coefficients (closed forms), the structured linear solve against a finite-difference Jacobian and a
+dense NumPy solve, one step against SciPy's Radau at rtol 1e-13 (order), whole runs against the
+package's fixed-step schemes and SciPy, the limit against Theorem 1, crossings against RK4; and the
+run machinery: chunks, stores, a SIGKILL and resume bit for bit.
+"""
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from reference import gf_dop853, gf_radau, mgf_radau
+
+import dlnmomentum as dm
+import dlnmomentum.store as S
+from dlnmomentum.driver import drive
+from dlnmomentum.kernels import flow as KF
+from dlnmomentum.kernels import flow_rodas as KR
+from dlnmomentum.kernels.layout import MODE_HESSIAN
+from dlnmomentum.runs.flow_adaptive import prepare_flow_run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _stability(z):
+    """R(z) of the tableau on y' = μy, z = hμ: (1 - γz)k_i = γ(z u_i + Σ C_ij k_j), y₁ = 1 + Σ b_j k_j."""
+    k = np.zeros(KR.N_STAGES, dtype=complex)
+    for i in range(KR.N_STAGES):
+        u = 1.0 + KR.RODAS_A[i, :i] @ k[:i]
+        k[i] = KR.GAMMA * (z * u + KR.RODAS_C[i, :i] @ k[:i]) / (1.0 - KR.GAMMA * z)
+    return 1.0 + KR.RODAS_B @ k, k
+
+
+def test_tableau_is_l_stable_and_of_order_five_on_the_linear_test_equation():
+    # stiffly accurate: y₁ = u₈ + k₈, and the last row of A plus e₈ is b
+    assert np.array_equal(KR.RODAS_B[:7], KR.RODAS_A[7, :7]) and KR.RODAS_B[7] == 1.0
+    far = [abs(_stability(z)[0]) for z in (-1e6, -1e9, -1e12)]
+    assert far[2] < 1e-10 and far[0] / far[1] > 500 and far[1] / far[2] > 500  # L-stable: R(z) = O(1/z) -> 0
+    for y in np.linspace(0.0, 1e4, 401):  # A-stable on the imaginary axis ...
+        assert abs(_stability(1j * y)[0]) <= 1.0 + 1e-12
+    for x in np.geomspace(1e-3, 1e5, 50):  # ... and on the negative real axis
+        assert abs(_stability(-x)[0]) <= 1.0 + 1e-12
+    # R(z) - e^z = O(z⁶) at least (order 5; on this linear equation it is O(z⁷))
+    errs = [abs(_stability(z)[0] - np.exp(z)) for z in (0.8, 0.4, 0.2, 0.1)]
+    assert all(errs[k] / errs[k + 1] > 2**5.6 for k in range(len(errs) - 1))
+    # the embedded solution u₈ = y₁ - k₈ is of order 4 (error O(z⁵))
+    emb = [abs(_stability(z)[0] - _stability(z)[1][-1] - np.exp(z)) for z in (0.1, 0.05, 0.025)]
+    assert 2**4.6 < emb[0] / emb[1] < 2**5.4 and 2**4.6 < emb[1] / emb[2] < 2**5.4
+
+
+def _state(problem, lam, t, seed=0):
+    """A point on the MGF(λ) (or gradient flow) trajectory at time t, in the kernel's rows."""
+    d = problem.d
+    w0 = np.full(2 * d, 0.01)
+    Y = np.zeros((KF.N_RK_ROWS, d))
+    if lam == 0.0:
+        w = gf_dop853(problem.hessian, problem.b, t, w0, rtol=1e-13, atol=1e-16, full=True)
+        v = np.zeros(2 * d)
+    else:
+        w, v = mgf_radau(problem.hessian, problem.b, lam, t, w0, np.zeros(2 * d), rtol=1e-13, atol=1e-16, full=True)
+    Y[KF.W_PLUS], Y[KF.W_MINUS] = w[:d], w[d:]
+    Y[KF.V_PLUS], Y[KF.V_MINUS] = v[:d], v[d:]
+    rng = np.random.default_rng(seed)
+    Y[KF.J_PLUS:] = rng.uniform(0.1, 1.0, (KF.N_RK_ROWS - KF.J_PLUS, d))
+    return Y
+
+
+def _rhs(problem, lam, Y, valid=True):
+    d = problem.d
+    F = np.zeros_like(Y)
+    g = np.zeros(d)
+    ok = np.full(d, valid)
+    KR._rhs(problem.X, problem.XT, problem.y, problem.hessian, problem.b, MODE_HESSIAN, lam == 0.0,
+            0.0 if lam == 0.0 else 1.0 / lam, Y, ok, ok, np.zeros(d), g, np.zeros(problem.n), F)
+    return F, g
+
+
+def _jacobian(problem, lam, Y):
+    """The Jacobian of the kernel's vector field, written out from the equations (module docstring of
+    kernels/flow_rodas.py), in the flattened row order of the state."""
+    d = problem.d
+    H = problem.hessian
+    wp, wm, vp, vm = Y[KF.W_PLUS], Y[KF.W_MINUS], Y[KF.V_PLUS], Y[KF.V_MINUS]
+    g = H @ ((wp * wp - wm * wm) / 4) - problem.b
+    dg_wp, dg_wm = H * (wp / 2)[None, :], -H * (wm / 2)[None, :]  # ∂g/∂w±
+    n = KF.N_RK_ROWS
+    A = np.zeros((n, n, d, d))
+    eye = np.eye(d)
+    rows_g = {KF.P_INT: 1.0, KF.G2_INT: None}
+    if lam == 0.0:
+        A[KF.W_PLUS, KF.W_PLUS] = -(np.diag(g) + wp[:, None] * dg_wp)
+        A[KF.W_PLUS, KF.W_MINUS] = -wp[:, None] * dg_wm
+        A[KF.W_MINUS, KF.W_PLUS] = wm[:, None] * dg_wp
+        A[KF.W_MINUS, KF.W_MINUS] = np.diag(g) + wm[:, None] * dg_wm
+        for r in (KF.J_PLUS, KF.J_MINUS):
+            rows_g[r] = None
+    else:
+        A[KF.W_PLUS, KF.V_PLUS] = A[KF.W_MINUS, KF.V_MINUS] = eye
+        A[KF.V_PLUS, KF.V_PLUS] = A[KF.V_MINUS, KF.V_MINUS] = -eye / lam
+        A[KF.V_PLUS, KF.W_PLUS] = -(np.diag(g) + wp[:, None] * dg_wp) / lam
+        A[KF.V_PLUS, KF.W_MINUS] = -wp[:, None] * dg_wm / lam
+        A[KF.V_MINUS, KF.W_PLUS] = wm[:, None] * dg_wp / lam
+        A[KF.V_MINUS, KF.W_MINUS] = (np.diag(g) + wm[:, None] * dg_wm) / lam
+        for jr, kr, w, v, wr, vr in ((KF.J_PLUS, KF.K_PLUS, wp, vp, KF.W_PLUS, KF.V_PLUS),
+                                     (KF.J_MINUS, KF.K_MINUS, wm, vm, KF.W_MINUS, KF.V_MINUS)):
+            for r in (jr, kr):
+                A[r, wr] = np.diag(-2 * v * v / w**3)
+                A[r, vr] = np.diag(2 * v / w**2)
+            A[kr, kr] = -eye / lam
+        rows_g[KF.Q_INT] = 1.0
+        A[KF.Q_INT, KF.Q_INT] = -eye / lam
+    for r, factor in rows_g.items():
+        scale = np.ones(d) if factor is not None else 2 * g
+        A[r, KF.W_PLUS] = scale[:, None] * dg_wp
+        A[r, KF.W_MINUS] = scale[:, None] * dg_wm
+    return A.transpose(0, 2, 1, 3).reshape(n * d, n * d)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.3, 1e-4])
+def test_the_written_jacobian_is_the_derivative_of_the_vector_field(problem, lam):
+    Y = _state(problem, lam, 3.0)
+    A = _jacobian(problem, lam, Y)
+    m = A.shape[0]
+    for q in range(m):  # fourth-order central differences, steps relative to each entry (w₋ can be ~1e-4)
+        e = np.zeros(m)
+        e[q] = 1e-4 * (abs(Y.ravel()[q]) or 1e-4)
+        f = [_rhs(problem, lam, Y + k * e.reshape(Y.shape))[0].ravel() for k in (-2, -1, 1, 2)]
+        col = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * e[q])
+        noise = 20 * np.finfo(float).eps * max(np.abs(fk).max() for fk in f) / e[q]  # rounding of f, over the step
+        assert np.allclose(col, A[:, q], rtol=1e-5, atol=noise + 1e-9), q
+
+
+@pytest.mark.parametrize("lam, c", [(0.0, 0.05), (0.0, 40.0), (0.3, 0.05), (0.3, 3.0), (1e-4, 0.2), (1e-4, 30.0)])
+def test_structured_solve_is_the_exact_jacobian_solve(problem, lam, c):
+    """(I - cA)⁻¹r from the kernel's d × d (or 2d × 2d) solve against a dense NumPy solve with that Jacobian."""
+    d = problem.d
+    Y = _state(problem, lam, 3.0)
+    _, g = _rhs(problem, lam, Y)
+    A = _jacobian(problem, lam, Y)
+    m = A.shape[0]
+    R = np.random.default_rng(1).standard_normal((KF.N_RK_ROWS, d))
+    if lam == 0.0:  # gradient flow's velocity rows (and K, Q) are not part of its system
+        R[[KF.V_PLUS, KF.V_MINUS, KF.K_PLUS, KF.K_MINUS, KF.Q_INT]] = 0.0
+    want = np.linalg.solve(np.eye(m) - c * A, R.ravel()).reshape(R.shape)
+    ws = KR._workspace(problem.n, d)
+    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, Fw, Rw, sp, sm, t, hz, hw, resid, rhs2, theta, gw) = ws
+    how = KR._factor(problem.hessian, lam == 0.0, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2)
+    assert how in (1, 2, 3)
+    out = np.zeros_like(R)
+    ok = np.ones(d, dtype=bool)
+    KR._solve(problem.X, problem.XT, problem.hessian, MODE_HESSIAN, lam == 0.0, lam, 0.0 if lam == 0.0 else 1 / lam,
+              c, how, Y, g, ok, ok, ap, am, E, N, NT, piv, B2T, piv2, R, out, sp, sm, t, hz, hw, resid, rhs2)
+    scale = np.abs(want).max(axis=1, keepdims=True) + 1e-300
+    assert np.all(np.abs(out - want) / scale < 1e-9), (how, np.max(np.abs(out - want) / scale))
+
+
+def test_every_factorisation_is_exercised(problem):
+    """The cases of the test above take the three paths: Cholesky of the reduced matrix (every α ± βg > 0), its LU
+    (some α ± βg < 0) and the dense 2d × 2d LU (some |α ± βg| small against α)."""
+    d = problem.d
+    got = {}
+    for lam, c in [(0.0, 0.05), (0.0, 40.0), (0.3, 3.0)]:
+        Y = _state(problem, lam, 3.0)
+        _, g = _rhs(problem, lam, Y)
+        ws = KR._workspace(problem.n, d)
+        (ap, am, E, N, NT, piv, B2, B2T, piv2, *_rest) = ws
+        got[(lam, c)] = KR._factor(problem.hessian, lam == 0.0, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2)
+    assert got == {(0.0, 0.05): 3, (0.0, 40.0): 1, (0.3, 3.0): 2}
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.5])
+def test_one_step_has_order_five_against_radau(problem, lam):
+    """Local error of one step from a point of the trajectory (Radau at rtol 1e-13) shrinks as h⁶."""
+    d = problem.d
+    t0 = 4.0
+    Y0 = _state(problem, lam, t0)
+    Y0[KF.J_PLUS:] = 0.0
+    F0, g0 = _rhs(problem, lam, Y0)
+    errs, ests = [], []
+    for h in (0.1, 0.05, 0.025):
+        if lam == 0.0:
+            w = gf_dop853(problem.hessian, problem.b, t0 + h, np.full(2 * d, 0.01), rtol=1e-13, atol=1e-16, full=True)
+        else:
+            w, _ = mgf_radau(problem.hessian, problem.b, lam, t0 + h, np.full(2 * d, 0.01), np.zeros(2 * d), rtol=1e-13,
+                             atol=1e-16, full=True)
+        ws = KR._workspace(problem.n, d)
+        Kst = np.zeros((KR.N_STAGES, KF.N_RK_ROWS, d))
+        Y1 = np.zeros_like(Y0)
+        ok = np.ones(d, dtype=bool)
+        KR._attempt(problem.X, problem.XT, problem.y, problem.hessian, problem.b, MODE_HESSIAN, lam == 0.0, lam,
+                    0.0 if lam == 0.0 else 1 / lam, h, Y0, F0, g0, ok, ok, ws, Kst, Y1,
+                    np.zeros(KR.N_COUNTERS, dtype=np.int64))
+        errs.append(np.abs(np.concatenate([Y1[KF.W_PLUS], Y1[KF.W_MINUS]]) - w).max())
+        ests.append(np.abs(Kst[-1, :2]).max())
+    assert errs[0] / errs[1] > 2**5.3 and errs[1] / errs[2] > 2**5.3, errs  # local error O(h⁶)
+    assert 2**4.3 < ests[0] / ests[1] < 2**5.7, ests  # the estimate is O(h⁵) (embedded order 4)
+
+
+# -- whole runs ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lam, scheme", [(0.0, "rk4"), (1e-4, "exp-rk4"), (1e-2, "exp-rk4"), (0.5, "rk4"),
+                                         (2.0, "rk4")])
+def test_agrees_with_the_fixed_step_schemes_at_t_2000(problem, lam, scheme):
+    fixed = dm.mgf(problem, lam, t_max=2000.0, scheme=scheme) if lam else dm.gf(problem, t_max=2000.0, scheme=scheme)
+    ada = dm.mgf(problem, lam, t_max=2000.0, scheme="rodas") if lam else dm.gf(problem, t_max=2000.0, scheme="rodas")
+    assert ada.config.scheme == "rodas" and ada.t_done == 2000.0 and ada.status_name == "max_steps"
+    assert np.abs(ada.theta - fixed.theta).max() < 1e-10
+    assert np.abs(ada.p_integral - fixed.p_integral).max() < 1e-8 * max(1.0, np.abs(fixed.p_integral).max())
+    assert np.abs(ada.grad_sq_integral - fixed.grad_sq_integral).max() < 1e-9 * max(1.0, fixed.grad_sq_integral.max())
+    ok = ada.j_valid_plus & fixed.j_valid_plus
+    # J±, K± are outside the error norm and inherit the accuracy of ẇ, which is controlled as λ·δẇ (the kernel's
+    # docstring): compared as the theory uses them, I± = λ(J± - ẇ±0/w±0) and Δ∞ through λ(J - K)
+    weight = lam if lam else 1.0
+    for name in ("j_plus", "k_plus"):
+        a, f = getattr(ada, name)[ok], getattr(fixed, name)[ok]
+        assert np.abs(weight * (a - f)).max() < 5e-8 * max(1.0, weight * np.abs(f).max()), name
+    assert np.array_equal(ada.crossings_plus, fixed.crossings_plus)
+    assert np.array_equal(ada.crossings_minus, fixed.crossings_minus)
+    assert ada.steps_done < fixed.steps_done / 20
+
+
+def _second_problem():
+    return dm.sparse_regression(n=12, d=16, s=3, mu=0.5, sigma=1.0, n_test=200, seed=7)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["paper", "second"])
+@pytest.mark.parametrize("lam", [0.0, 1e-5, 1e-3, 0.05, 0.5, 2.0])
+def test_runs_to_train_loss_1e_20_and_theorem_1(problem, which, lam):
+    p = problem if which == "paper" else _second_problem()
+    res = dm.mgf(p, lam, t_max=1e7, tol=1e-20) if lam else dm.gf(p, t_max=1e7, tol=1e-20)
+    assert res.config.scheme == "rodas"  # auto: a tol stopping rule
+    assert res.status_name == "converged" and res.train_loss <= 1e-20
+    assert res.prediction_gap <= 1e-8
+    assert res.steps_done < 20_000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which, lam", [("second", 0.0), ("second", 0.05), ("second", 0.5), ("second", 2.0),
+                                        ("paper", 2.0)])
+def test_the_limit_agrees_with_scipy_radau(problem, which, lam):
+    """θ at the converged time (train loss 1e-20, t ~ 5e4-3e6) against SciPy's Radau with the exact Jacobian, at
+    rtol 1e-10 (it needs ~3 s on the second data set; smaller λ and the paper's data take it minutes)."""
+    p = problem if which == "paper" else _second_problem()
+    d = p.d
+    res = dm.mgf(p, lam, t_max=1e7, tol=1e-20) if lam else dm.gf(p, t_max=1e7, tol=1e-20)
+    w0 = np.full(2 * d, 0.01)
+    if lam == 0.0:
+        ref = gf_radau(p.hessian, p.b, res.t_done, w0, rtol=1e-10, atol=1e-13)
+    else:
+        ref = mgf_radau(p.hessian, p.b, lam, res.t_done, w0, np.zeros(2 * d), rtol=1e-10, atol=1e-13)
+    assert np.abs(res.theta - ref).max() < 1e-9
+
+
+def test_the_same_crossings_as_rk4(problem):
+    lam, t_max = 0.5, 300.0
+    fixed = dm.mgf(problem, lam, t_max=t_max, scheme="rk4")
+    ada = dm.mgf(problem, lam, t_max=t_max, scheme="rodas")
+    assert fixed.n_crossings >= 40 and ada.n_crossings == fixed.n_crossings
+    assert np.array_equal(ada.crossing_coords, fixed.crossing_coords)
+    assert np.array_equal(ada.crossing_signs, fixed.crossing_signs)
+    assert np.abs(ada.crossing_times - fixed.crossing_times).max() < 1e-6
+    for name in ("first_crossing_plus", "first_crossing_minus", "last_crossing_plus", "last_crossing_minus"):
+        assert np.allclose(getattr(ada, name), getattr(fixed, name), atol=1e-6, equal_nan=True), name
+    # the running minimum of Δ: 0 at a crossing (where the grid's minimum is only small), and over the points of
+    # each scheme elsewhere
+    crossed = (ada.crossings_plus > 0) | (ada.crossings_minus > 0)
+    assert np.all(ada.min_delta[crossed] == 0.0) and np.all(fixed.min_delta[crossed] < 1e-5)
+    assert np.allclose(ada.min_delta[~crossed], fixed.min_delta[~crossed], rtol=1e-2)
+
+
+def test_records_are_the_dense_output(problem):
+    """Recorded rows at times between steps match the fixed-step RK4 grid at the same times."""
+    lam = 0.5
+    rec = dm.Record(every=2.5)
+    fixed = dm.mgf(problem, lam, t_max=100.0, h=0.02, scheme="rk4", record=rec)  # 2.5 = 125 grid steps
+    ada = dm.mgf(problem, lam, t_max=100.0, scheme="rodas", record=rec)
+    assert np.array_equal(ada.trajectory.time, np.arange(41) * 2.5)
+    assert np.allclose(fixed.trajectory.time, ada.trajectory.time, rtol=1e-12)
+    assert np.abs(ada.trajectory.theta - fixed.trajectory.theta).max() < 1e-9
+    assert np.abs(ada.trajectory.extra["w_plus_dot"] - fixed.trajectory.extra["w_plus_dot"]).max() < 1e-8
+    assert np.allclose(ada.trajectory.train_loss, [problem.train_loss(t) for t in ada.trajectory.theta], rtol=1e-10)
+    steps = ada.trajectory.step
+    assert steps[0] == 0 and np.all(np.diff(steps) >= 0) and steps[-1] == ada.steps_done
+    gf = dm.gf(problem, t_max=100.0, scheme="rodas", record=rec)
+    g = problem.hessian @ gf.trajectory.theta[7] - problem.b
+    assert np.allclose(gf.trajectory.extra["w_plus_dot"][7], -g * gf.trajectory.w_plus[7], rtol=1e-9, atol=1e-15)
+
+
+# -- the run machinery -----------------------------------------------------------------------------------
+
+def _chunked(problem, lam, chunk, record=None, rows=None):
+    run = prepare_flow_run(problem, lam, t_max=500.0, scheme="rodas", record=record)
+    if chunk is not None:
+        run.chunk_steps = chunk
+    if rows is not None:
+        run.block_rows = lambda n, _f=run.block_rows: min(_f(n), rows)
+    status, blocks = drive(run)
+    return run, run.finish(status, blocks)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.5])
+def test_chunking_and_record_blocks_do_not_change_bits(problem, lam):
+    record = dm.Record(every=0.7)
+    base_run, base = _chunked(problem, lam, None, record)
+    for chunk, rows in ((1, None), (7, 3), (333, 1)):
+        run, res = _chunked(problem, lam, chunk, record, rows)
+        for name, arr in base_run.state_arrays().items():
+            assert np.array_equal(getattr(run, name), arr, equal_nan=True), name
+        for name, arr in base.trajectory.fields().items():
+            assert np.array_equal(res.trajectory.fields()[name], arr, equal_nan=True), name
+
+
+def test_store_round_trip_and_sigkill_then_resume_bit_for_bit(problem, tmp_path):
+    kwargs = dict(t_max=1e6, tol=1e-20, record=dm.Record(log=200))
+    live = dm.mgf(problem, 0.5, **kwargs)
+    assert live.config.scheme == "rodas"
+    path = tmp_path / "flow.h5"
+    script = textwrap.dedent(f"""
+        import os, signal
+        import dlnmomentum as dm, dlnmomentum.store as S, dlnmomentum.store.writer as W
+        from dlnmomentum.runs.flow_adaptive import prepare_flow_run
+        p = dm.sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=1000, seed=0)
+        run = prepare_flow_run(p, 0.5, t_max=1e6, tol=1e-20, record=dm.Record(log=200))
+        run.chunk_steps = 37
+        count = [0]
+        def hook(point):
+            if point == "chunk":
+                count[0] += 1
+                if count[0] == 23:
+                    os.kill(os.getpid(), signal.SIGKILL)
+        W._TEST_HOOK = hook
+        S.run_with_store(run, {str(path)!r}, checkpoint_every=0.0)
+    """)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    assert S.open_store(path).state == "crashed"
+    resumed = S.resume(path)
+    for res in (resumed, S.open_store(path).result):
+        assert res.config == live.config and res.status_name == "converged"
+        for name in ("theta", "w_plus_dot", "j_plus", "k_minus", "p_integral", "q_integral", "crossing_times",
+                     "min_delta"):
+            assert np.array_equal(getattr(res, name), getattr(live, name), equal_nan=True), name
+        assert (res.steps_done, res.t_done, res.rejected_steps, res.rhs_evaluations) == \
+            (live.steps_done, live.t_done, live.rejected_steps, live.rhs_evaluations)
+    stored = S.open_store(path)
+    assert np.array_equal(stored["theta"].value, live.trajectory.theta)
+    assert np.array_equal(stored["theta"].time, live.trajectory.time)
+
+
+def test_sweep_points_are_the_single_runs(problem):
+    """A λ line with a tol runs the adaptive scheme, points spread over threads, each its single run bit for bit."""
+    lams = [0.0, 1e-3, 0.05, 0.5, 2.0]
+    sw = dm.sweep(dict(n=20, d=30, s=5), lams=lams, t_max=1e7, tol=1e-20, reps=2, theory=True)
+    assert sw.complete and np.all(np.asarray(sw.data["status"]) == dm.Status.CONVERGED)
+    for rep in (0, 1):
+        p = problem if rep == 0 else dm.sparse_regression(n=20, d=30, s=5, seed=1)
+        for k, lam in enumerate(lams):
+            single = dm.mgf(p, lam, t_max=1e7, tol=1e-20) if lam else dm.gf(p, t_max=1e7, tol=1e-20)
+            assert single.config.scheme == "rodas"
+            assert np.array_equal(np.asarray(sw.data["theta"])[rep, k], single.theta)
+            assert np.asarray(sw.data["steps_done"])[rep, k] == single.steps_done
+
+
+# -- choices and refusals -----------------------------------------------------------------------------
+
+def test_auto_takes_rodas_for_long_horizons_only(problem):
+    assert dm.mgf(problem, 0.5, t_max=50.0).config.scheme == "rk4"
+    assert dm.mgf(problem, 0.5, t_max=50.0, tol=1e-3).config.scheme == "rodas"
+    assert prepare_flow_run(problem, 0.5, t_max=1e6).config.scheme == "rodas"  # 1e6/h grid steps
+    assert prepare_flow_run(problem, 0.5, t_max=50.0, tol=1e-3, h=0.01).config.scheme == "rk4"  # a grid asked for
+    assert prepare_flow_run(problem, 0.5, t_max=50.0, rtol=1e-8).config.scheme == "rodas"
+    assert prepare_flow_run(problem, 0.0, t_max=1e6).config.scheme == "rodas"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(scheme="rodas", h=0.01), "h is for the fixed-grid schemes"),
+    (dict(scheme="rodas", record=dm.Record(steps=[1, 2])), "Record"),
+    (dict(scheme="rodas", refine_start=(1.0, 4)), "refine_start"),
+    (dict(scheme="rk4", rtol=1e-8), "rtol is for scheme 'rodas'"),
+    (dict(scheme="rodas", rtol=0.5), "rtol must be"),
+    (dict(scheme="rodas", atol=-1.0), "atol must be"),
+    (dict(scheme="rodas", max_steps=0), "max_steps must be"),
+])
+def test_bad_arguments_are_refused_by_name(problem, kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        dm.mgf(problem, 0.5, t_max=10.0, **kwargs)
+
+
+def test_step_budget_ends_the_run_with_max_steps(problem):
+    res = dm.mgf(problem, 0.5, t_max=1e6, scheme="rodas", max_steps=50)
+    assert res.status_name == "max_steps" and res.steps_done == 50 and res.t_done < 1e6
+    assert math.isfinite(res.h) and res.h > 0
