@@ -1,13 +1,14 @@
 """Print the numbers of ``docs/findings.md`` from figure stores (reads the stores; computes nothing).
 
     dlnm reproduce --quick --out figures        # or --full; writes figures/<name>.h5
-    python scripts/findings.py figures [a|b|c|d|e]  # the five findings, from those stores
+    python scripts/findings.py figures [a|b|c|d|e|f]  # the six findings, from those stores
 
 (a) the distance to the Δ∞-only prediction after sign changes (``crossings.h5``), (b) λ against λ_central
 as the map from MGD to MGF (``lambda-collapse.h5``), (c) the small-λ formulas for Δ∞ (``mgf-lambda.h5``),
 (d) what λ explains in the network figures, against γ/(1-β), γ and 1/(1-β) (``deep-linear.h5``,
 ``teacher-student.h5``), (e) the teacher-student points that never reach train loss 1e-5
-(``teacher-student.h5``).
+(``teacher-student.h5``), (f) how far MGD and MGF(λ) are apart over the (β, γ) grid, the paper's Figure 7
+(``mgd-mgf-grid.h5``).
 """
 
 import os
@@ -96,12 +97,22 @@ def finding_e(folder):
               "most common (value, points): " + ", ".join(f"({v:.3g}, {c})" for v, c in nr["plateaus"]))
 
 
+def finding_f(folder):
+    with _open(folder, "mgd-mgf-grid") as h5:
+        _, size, _, summary = common.read_attrs(h5)
+        diff = summary["log10_difference"]
+        print(f"(f) mgd-mgf-grid.h5 [{size}]: |log10 test loss MGD - MGF(lambda)| over {diff['points']} grid points "
+              f"where MGD reached train loss {designs.FIT_TOL:g}: median {diff['median_abs']:.3g}, max "
+              f"{diff['max_abs']:.3g} (at gamma = {diff['at_gamma']:.3g}, beta = {diff['at_beta']:.3g}); max over the "
+              f"smaller half of the step sizes {diff.get('max_abs_small_gamma', float('nan')):.3g}")
+
+
 def main(argv):
     if not argv:
         sys.exit(__doc__)
-    folder, which = argv[0], (argv[1:] or ["a", "b", "c", "d", "e"])
+    folder, which = argv[0], (argv[1:] or ["a", "b", "c", "d", "e", "f"])
     for w in which:
-        {"a": finding_a, "b": finding_b, "c": finding_c, "d": finding_d, "e": finding_e}[w](folder)
+        {"a": finding_a, "b": finding_b, "c": finding_c, "d": finding_d, "e": finding_e, "f": finding_f}[w](folder)
     return 0
 
 

@@ -2,29 +2,36 @@
 
 Diagonal linear networks (``dlnm figure NAME``, ``dlnm reproduce``; :data:`FIGURES`):
 
-==================  =================================================================================
-``quadratic``       Figure 1: (M)GD over (M)GF on a 2-D quadratic; the acceleration rule
-``mgf-lambda``      Figure 3: MGF(λ) test loss and ‖Δ∞‖₂ against λ, no-crossing band, small-λ formulas
-``mgd-grid``        Figure 4: MGD heatmaps over (β, γ) with λ level lines and marks
-``mgd-vs-mgf``      Figure 7: MGD on constant-λ lines against MGF(λ)
-``mgf-triple``      Figure 8: MGF(λ) with the normalised distance to θ_GF(Δ∞)
-``data-mean``       Figure 9: the data mean μ ∈ {0, 0.5, 1, 1.5}
+===================  ==================================================================================
+``quadratic``        Figure 1: (M)GD over (M)GF on a 2-D quadratic; the acceleration rule
+``mgf-lambda``       Figure 3: MGF(λ) test loss and ‖Δ∞‖₂ against λ, no-crossing band, small-λ formulas
+``mgd-grid``         Figure 4: MGD heatmaps over (β, γ) with λ level lines and marks
+``mgd-mgf-grid``     Figure 7: MGD and MGF(λ = γ/(1-β)²) over (β, γ), and their difference
+``mgd-vs-mgf``       MGD on constant-λ lines against MGF(λ)
+``mgf-triple``       Figure 8: MGF(λ) with the normalised distance to θ_GF(Δ∞)
+``data-mean``        Figure 9: the data mean μ ∈ {0, 0.5, 1, 1.5}
 ``lambda-collapse``  grid points against λ and λ_central (Appendix A), with the within-bin spreads
-``crossings``       the normalised distance and |θ̃0| against the number of sign changes
+``crossings``        the normalised distance and |θ̃0| against the number of sign changes
 ``teacher-student``  Figure 2: a ReLU student over (γ, β), test loss at train loss 1e-5
-``deep-linear``     Figure 6: a deep linear network over (γ, β), losses after 1000 epochs
-==================  =================================================================================
+``deep-linear``      Figure 6: a deep linear network over (γ, β), losses after 1000 epochs
+===================  ==================================================================================
 
 A figure module has ``NAME``, ``TITLE``, ``SIZES``, ``FIGSIZE`` (inches), ``compute(h5, size, log, [parts])`` (writes
 everything into the open store, returns the summary of its claims) and ``plot(h5, fig)`` (draws from
 the store only). :mod:`.networks` holds the λ measure of the network figures and their earlier functions.
+
+:func:`open_figure` reads a figure store (:class:`FigureStore`: setting, claims, sweeps, datasets), as
+:func:`dlnmomentum.open_store` reads run stores and :func:`dlnmomentum.open_sweep` sweep stores.
 """
 
 import inspect
+import json
 import os
 
 import h5py
 
+from ..store.files import attr_str, open_h5, reading
+from ..validate import as_store_path
 from . import (
     common,
     crossings,
@@ -32,6 +39,7 @@ from . import (
     deep_linear,
     lambda_collapse,
     mgd_grid,
+    mgd_mgf_grid,
     mgd_vs_mgf,
     mgf_lambda,
     mgf_triple,
@@ -40,7 +48,7 @@ from . import (
 )
 
 #: The figure modules by name, in the order of ``dlnm reproduce``.
-FIGURES = {m.NAME: m for m in (quadratic, mgf_lambda, mgd_grid, mgd_vs_mgf, mgf_triple, data_mean,
+FIGURES = {m.NAME: m for m in (quadratic, mgf_lambda, mgd_grid, mgd_mgf_grid, mgd_vs_mgf, mgf_triple, data_mean,
                                lambda_collapse, crossings, teacher_student, deep_linear)}
 
 
@@ -78,9 +86,15 @@ def compute_figure(name, size="quick", out="figures", overwrite=False, log=print
 
 
 def plot_store(path, out=None):
-    """Draw the figure stored at ``path`` (PNG and PDF next to it, or in ``out``); returns the image paths."""
+    """Draw the figure stored at ``path`` (PNG and PDF next to it, or in ``out``); returns the image paths.
+
+    ``path`` is a figure store (``<out>/<name>.h5`` of ``dlnm figure``/``dlnm reproduce``); another kind of
+    file is an error that says what it is and names its reader.
+    """
     plt = common.pyplot()
-    with h5py.File(path, "r") as h5:
+    path = as_store_path(path)
+    h5, _ = open_h5(path)
+    with h5, reading(path):
         name, size, setting, _ = common.read_attrs(h5)
         module = figure_module(name)
         fig = plt.figure(figsize=getattr(module, "FIGSIZE", (10.0, 5.0)), constrained_layout=True)
@@ -93,6 +107,103 @@ def plot_store(path, out=None):
             plt.close(fig)
 
 
+class FigureStore:
+    """A figure store opened for reading (:func:`open_figure`): what a figure computed, without drawing it.
+
+    Attributes
+    ----------
+    path : str
+    name, title, size : str
+        The figure (a key of :data:`FIGURES`), its title and the size it was computed at.
+    setting : dict
+        The data setting of its title (n, d, s, μ, σ, α, horizon, tolerance, reps, seeds).
+    claims : dict
+        The numbers the figure's claims rest on, and the status counts of its runs (``dlnm figure`` prints them).
+    sweeps : tuple of str
+        The sweeps it keeps: ``fs.sweep(name)`` is a :class:`~dlnmomentum.Sweep`.
+    datasets : dict
+        Its other datasets (curves, trajectories): name -> shape; ``fs[name]`` reads one.
+    """
+
+    def __init__(self, path):
+        self.path = as_store_path(path)
+        f, _ = open_h5(self.path)
+        with f, reading(self.path):
+            self.name, self.size, self.setting, self.claims = common.read_attrs(f)
+            self.created = attr_str(f.attrs.get("created", ""))
+            self.package_version = attr_str(f.attrs.get("package_version", ""))
+            self.sweeps = tuple(k for k, obj in f.items() if isinstance(obj, h5py.Group) and "dims" in obj.attrs)
+            self.datasets = {}
+            f.visititems(lambda key, obj: self.datasets.__setitem__(key, obj.shape)
+                         if isinstance(obj, h5py.Dataset) and key.split("/")[0] not in self.sweeps else None)
+        module = FIGURES.get(self.name)
+        self.title = getattr(module, "TITLE", self.name)
+
+    def sweep(self, name):
+        """The sweep ``name`` (one of :attr:`sweeps`) as a :class:`~dlnmomentum.Sweep`."""
+        if name not in self.sweeps:
+            raise KeyError(f"figure store {self.path} has no sweep {name!r}; sweeps: {', '.join(self.sweeps)}")
+        f, _ = open_h5(self.path)
+        with f, reading(self.path, f"sweep {name}"):
+            return common.get_sweep(f, name)
+
+    def __getitem__(self, name):
+        """The dataset ``name`` (one of :attr:`datasets`) as an array."""
+        if name not in self.datasets:
+            raise KeyError(f"figure store {self.path} has no dataset {name!r}; datasets: {', '.join(self.datasets)}")
+        f, _ = open_h5(self.path)
+        with f, reading(self.path, f"dataset {name}"):
+            return f[name][()]
+
+    def plot(self, out=None):
+        """Draw it (:func:`plot_store`); returns the image paths."""
+        return plot_store(self.path, out)
+
+    def __repr__(self):
+        return (f"FigureStore({self.path!r}, figure={self.name!r}, size={self.size!r}, "
+                f"sweeps={list(self.sweeps)}, datasets={len(self.datasets)})")
+
+    def to_dict(self):
+        """What :meth:`summary` says, as a JSON-able dict (``dlnm inspect --json`` of a figure store)."""
+        sweeps = {}
+        for name in self.sweeps:
+            sw = self.sweep(name)
+            sweeps[name] = {"dims": list(sw.dims), "shape": list(sw.shape), "done": int(sw.done.sum()),
+                            "points": int(sw.done.size), "status": common.status_counts(sw)}
+        return {"kind": "figure", "path": self.path, "file_size": os.path.getsize(self.path), "figure": self.name,
+                "title": self.title, "size": self.size, "created": self.created,
+                "package_version": self.package_version, "setting": self.setting, "claims": self.claims,
+                "sweeps": sweeps, "datasets": {k: list(v) for k, v in self.datasets.items()}}
+
+    def summary_lines(self):
+        """The lines of :meth:`summary` (``dlnm inspect`` of a figure store)."""
+        lines = [f"figure       : {self.name} ({self.title})  ({self.path})",
+                 f"size         : {self.size}, created {self.created} by dlnmomentum {self.package_version}",
+                 f"setting      : {common.setting_text(self.setting)}"]
+        for name in self.sweeps:
+            sw = self.sweep(name)
+            sizes = " x ".join(f"{d}={n}" for d, n in zip(sw.dims, sw.shape, strict=True))
+            lines.append(f"sweep        : {name} ({sw.config.get('kind', '?')}, {sizes}): {common.status_line(sw)}")
+        if self.datasets:
+            lines.append("datasets     : " + ", ".join(f"{k} {tuple(v)}" for k, v in self.datasets.items()))
+        lines.append("claims       :")
+        lines.extend(f"  {key}: {json.dumps(value, default=str)}" for key, value in self.claims.items())
+        lines.append(f"file         : {os.path.getsize(self.path) / 1024:.1f} KiB; `dlnm plot {self.path}` draws it")
+        return lines
+
+    def summary(self):
+        return "\n".join(self.summary_lines())
+
+
+def open_figure(path):
+    """Open the figure store at ``path`` for reading (:class:`FigureStore`): its setting, claims, sweeps and data.
+
+    The reader of figure stores, as :func:`dlnmomentum.open_store` is of run stores and
+    :func:`dlnmomentum.open_sweep` of sweep stores; another kind of file is an error naming its reader.
+    """
+    return FigureStore(path)
+
+
 def figure(name, size="quick", out="figures", overwrite=False, log=print):
     """Compute (or reuse) figure ``name`` and draw it; returns ``(store, images, summary)``.
 
@@ -100,7 +211,8 @@ def figure(name, size="quick", out="figures", overwrite=False, log=print):
     """
     path = os.path.join(out, f"{name}.h5")
     if os.path.exists(path) and not overwrite:
-        with h5py.File(path, "r") as h5:
+        h5, _ = open_h5(path)
+        with h5, reading(path):
             stored_name, stored_size, _, summary = common.read_attrs(h5)
         if stored_size != size or stored_name != name:
             raise ValueError(f"{path} holds {stored_name} at size {stored_size!r}, not {size!r}: use another --out "
@@ -112,5 +224,6 @@ def figure(name, size="quick", out="figures", overwrite=False, log=print):
 
 
 def reproduce(size="quick", out="figures", overwrite=False, log=print, names=None):
-    """Every diagonal-network figure at ``size`` (see :func:`figure`); returns ``{name: (store, images, summary)}``."""
+    """Every figure of :data:`FIGURES` (diagonal and small networks) at ``size`` (see :func:`figure`), or those
+    in ``names``; returns ``{name: (store, images, summary)}``."""
     return {name: figure(name, size, out, overwrite, log) for name in (names or FIGURES)}

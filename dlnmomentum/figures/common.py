@@ -25,8 +25,9 @@ import h5py
 import numpy as np
 
 from ..api import sweep
-from ..runs.points import converged
+from ..runs.points import converged, flag_attributes
 from ..store.files import attr_str, to_jsonable
+from ..store.kinds import kind_of, wrong_kind
 from ..sweeps.result import Sweep, status_counts
 
 #: Figure sizes: ``tiny`` (the test suite: seconds), ``quick`` (every figure together in minutes on 2
@@ -77,6 +78,7 @@ def put_sweep(h5, name, sw):
             continue
         arr = np.asarray(arr)
         ds = g.create_dataset(field, data=arr, compression="gzip", shuffle=True)
+        ds.attrs.update(flag_attributes(field, arr.dtype))  # status, theory_reason: the name of every code
         for axis, dim in enumerate(sw.dims):
             ds.dims[axis].attach_scale(g[dim])
         if arr.ndim == len(sw.dims) + 1 and "coord" in g:
@@ -169,6 +171,10 @@ def new_store(path, name, size, overwrite=False):
 
         raise StoreExistsError(f"figure store {path} exists; `dlnm plot {path}` redraws it, --overwrite "
                                "recomputes it")
+    if overwrite:  # only a figure store this package wrote is ever replaced
+        from ..store.kinds import require_overwritable
+
+        require_overwritable(path, "figure")
     tmp = path + ".creating"
     f = h5py.File(tmp, "w")
     from .. import __version__
@@ -186,10 +192,11 @@ def finish_store(f, tmp, path, setting, summary):
 
 
 def read_attrs(h5):
-    """``(name, size, setting, summary)`` of an open figure store."""
-    if attr_str(h5.attrs.get("kind", "")) != "figure":
-        raise ValueError(f"{h5.filename} is not a figure store (kind {h5.attrs.get('kind')!r}); "
-                         "dlnm inspect reads run and sweep stores")
+    """``(name, size, setting, summary)`` of an open figure store (another kind of file: an error naming
+    what it is and its reader)."""
+    kind = kind_of(h5.attrs)
+    if kind != "figure":
+        raise wrong_kind(h5.filename, kind, "figure")
     return (attr_str(h5.attrs["figure"]), attr_str(h5.attrs["size"]), json.loads(attr_str(h5.attrs["setting"])),
             json.loads(attr_str(h5.attrs["summary"])))
 
@@ -231,9 +238,16 @@ def lambda_levels(ax, gammas, betas, color="white"):
     ax.clabel(cs, fmt=lambda v: f"λ={v:.2g}", fontsize=6)
 
 
-def heatmap(ax, gammas, betas, z, label):
-    """``z`` over the (γ, β) grid (NaN blank) with its colour bar and the λ level lines; log γ axis."""
-    mesh = ax.pcolormesh(gammas, betas, np.ma.masked_invalid(z), shading="nearest", cmap="viridis")
+def heatmap(ax, gammas, betas, z, label, diverging=False):
+    """``z`` over the (γ, β) grid (NaN blank) with its colour bar and the λ level lines; log γ axis.
+
+    ``diverging``: a signed quantity (a difference), on a blue-red scale symmetric about 0.
+    """
+    kwargs = {"cmap": "viridis"}
+    if diverging:
+        top = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
+        kwargs = {"cmap": "RdBu_r", "vmin": -top, "vmax": top}
+    mesh = ax.pcolormesh(gammas, betas, np.ma.masked_invalid(z), shading="nearest", **kwargs)
     ax.figure.colorbar(mesh, ax=ax, label=label)
     lambda_levels(ax, gammas, betas)
     ax.set_xscale("log")

@@ -2,7 +2,8 @@
 
 ``mgd-grid``, ``lambda-collapse`` and ``crossings`` use :func:`mgd_grid`; ``mgf-lambda``,
 ``mgf-triple``, ``mgd-vs-mgf``, ``lambda-collapse``, ``crossings`` and ``data-mean`` (μ = 1) use
-:func:`mgf_line`; ``mgd-vs-mgf`` and ``data-mean`` use :func:`mgd_lines`. Because a sweep is stored
+:func:`mgf_line`; ``mgd-vs-mgf`` and ``data-mean`` use :func:`mgd_lines`; ``mgd-mgf-grid`` uses
+:func:`mgd_grid` and :func:`mgf_on_grid` (MGF at the λ of every grid point). Because a sweep is stored
 under a hash of its inputs (:func:`~dlnmomentum.figures.common.run_sweep`), a sweep two figures share
 is computed once.
 
@@ -26,12 +27,12 @@ FIT_TOL = 1e-8
 #: lines (the MGF line's positive λ at these β) and the data means of ``data-mean``.
 SETTINGS = {
     "tiny": {"reps": 1, "gammas": "1e-2:1e-1:3:log", "betas": "0:0.9:3", "steps": 300_000,
-             "lams": [0.0, 0.1, 1.0], "t_max": 4000.0, "line_betas": [0.0, 0.9], "mus": [0.0, 1.0]},
+             "lams": [0.0, 0.1, 1.0], "t_max": 1e7, "line_betas": [0.0, 0.9], "mus": [0.0, 1.0]},
     "quick": {"reps": 2, "gammas": "1e-3:1e-1:12:log", "betas": "0:0.95:12", "steps": 2_000_000,
-              "lams": [0.0, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0], "t_max": 5e4,
+              "lams": [0.0, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0], "t_max": 1e7,
               "line_betas": [0.0, 0.5, 0.9], "mus": [0.0, 0.5, 1.0, 1.5]},
     "full": {"reps": 5, "gammas": "1e-3:1e-1:20:log", "betas": "0:0.95:20", "steps": 10_000_000,
-             "lams": [0.0] + list(np.round(np.geomspace(5e-3, 1.0, 24), 6)), "t_max": 1e6,
+             "lams": [0.0] + list(np.round(np.geomspace(5e-3, 1.0, 24), 6)), "t_max": 1e7,
              "line_betas": [0.0, 0.5, 0.8, 0.9, 0.95], "mus": [0.0, 0.5, 1.0, 1.5]},
 }
 
@@ -65,6 +66,23 @@ def mgf_line(parts, size, log, mu=1.0):
     s = settings(size)
     return run_sweep(parts, data_spec(mu), log, lams=s["lams"], t_max=s["t_max"], reps=s["reps"], tol=STOP_TOL,
                      alpha=ALPHA, theory=True, theory_tol=FIT_TOL)
+
+
+def grid_lams(size):
+    """(λ of each point of the MGD grid, shape (β, γ); the sorted distinct values): λ = γ/(1-β)²."""
+    from ..sweeps.grid import parse_grid
+
+    s = settings(size)
+    gammas, betas = parse_grid(s["gammas"], "gammas"), parse_grid(s["betas"], "betas")
+    lam = gammas[None, :] / (1.0 - betas[:, None]) ** 2
+    return lam, np.unique(lam)
+
+
+def mgf_on_grid(parts, size, log):
+    """MGF(λ) converged (to ``STOP_TOL``) at every distinct λ = γ/(1-β)² of the MGD grid (Figure 7's MGF half)."""
+    s = settings(size)
+    return run_sweep(parts, data_spec(), log, lams=grid_lams(size)[1].tolist(), t_max=s["t_max"], reps=s["reps"],
+                     tol=STOP_TOL, alpha=ALPHA, theory=True, theory_tol=FIT_TOL)
 
 
 def mgd_lines(parts, size, log, mu=1.0):

@@ -1,4 +1,5 @@
-"""``mgd-vs-mgf`` (the paper's Figure 7): MGD on constant-λ lines against MGF(λ).
+"""``mgd-vs-mgf``: MGD on constant-λ lines against MGF(λ) (Proposition 1 along λ; the paper's Figure 7 is
+``mgd-mgf-grid``).
 
 Test loss and ‖Δ∞‖₂ (mean over the data sets) against λ: MGD(γ = λ(1-β)², β) for several β as
 markers, MGF(λ) as a curve. Proposition 1: the smaller γ (the larger β at fixed λ), the closer MGD
@@ -12,7 +13,7 @@ from . import designs
 from .common import converged_mask, get_sweep, mean_over_reps, put_sweep, summarize
 
 NAME = "mgd-vs-mgf"
-TITLE = "Figure 7: MGD(λ(1-β)², β) against MGF(λ)"
+TITLE = "MGD(λ(1-β)², β) on constant-λ lines against MGF(λ)"
 SIZES = designs.SETTINGS.keys()
 FIGSIZE = (12.0, 5.0)
 
