@@ -491,6 +491,23 @@ def _gf_final(Z, grad, nblk, hb, h):
 
 # -- sign crossings (located by .crossings) -------------------------------------------------------
 
+@njit(inline="always", **JIT_OPTIONS)
+def _note_crossing(t, i, sign, count, first, last, counters, log_time, log_coord, log_sign):
+    """The bookkeeping of one crossing of coordinate ``i`` of w₊ (``sign = 1``) or w₋ (``-1``) at time ``t``: its
+    count, first and last times, and the log (the first ``capacity`` crossings; ``counters`` counts them all).
+    Shared by every flow scheme (also :mod:`.flow_rodas_run`)."""
+    count[i] += 1
+    if count[i] == 1:
+        first[i] = t
+    last[i] = t
+    n = counters[N_CROSSINGS]
+    if n < log_time.shape[0]:
+        log_time[n] = t
+        log_coord[n] = i
+        log_sign[n] = sign
+    counters[N_CROSSINGS] = n + 1
+
+
 @njit(**JIT_OPTIONS)
 def _scan_crossings(Z, row_w, row_v, row_valid, vnew, h, t0, sign, count, first, last,
                     counters, log_time, log_coord, log_sign, roots, with_pairs):
@@ -512,17 +529,7 @@ def _scan_crossings(Z, row_w, row_v, row_valid, vnew, h, t0, sign, count, first,
             continue
         found = _hermite_crossings(w0, w1, h * v0, h * vnew[i], roots)
         for k in range(found):
-            t = t0 + roots[k] * h
-            count[i] += 1
-            if count[i] == 1:
-                first[i] = t
-            last[i] = t
-            n = counters[N_CROSSINGS]
-            if n < log_time.shape[0]:
-                log_time[n] = t
-                log_coord[n] = i
-                log_sign[n] = sign
-            counters[N_CROSSINGS] = n + 1
+            _note_crossing(t0 + roots[k] * h, i, sign, count, first, last, counters, log_time, log_coord, log_sign)
         if found and Z[_at(row_valid, i)] > 0.0:
             Z[_at(row_valid, i)] = 0.0
             jrow = J_PLUS if sign > 0 else J_MINUS

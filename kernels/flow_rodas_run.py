@@ -33,6 +33,7 @@ from .flow import (
     W_MINUS,
     W_PLUS,
     _gradient,
+    _note_crossing,
 )
 from .flow_rodas import (
     _D_ROWS,
@@ -132,17 +133,7 @@ def _crossings(gf, Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_t
             for k in range(found):
                 s = _dense_root(dense[0, which, i], dense[1, which, i], dense[2, which, i], dense[3, which, i],
                                 dense[4, which, i], roots[2 + 2 * k], roots[3 + 2 * k], roots[k])
-                tc = t0 + s * h
-                count[i] += 1
-                if count[i] == 1:
-                    first[i] = tc
-                last[i] = tc
-                n = counters[N_CROSSINGS]
-                if n < log_time.shape[0]:
-                    log_time[n] = tc
-                    log_coord[n] = i
-                    log_sign[n] = sign
-                counters[N_CROSSINGS] = n + 1
+                _note_crossing(t0 + s * h, i, sign, count, first, last, counters, log_time, log_coord, log_sign)
             if found:
                 fstate[MIN_DELTA, i] = 0.0  # Δ = |w₊w₋| vanishes at the crossing itself
             if found and valid[i]:
