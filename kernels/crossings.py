@@ -43,6 +43,23 @@ def _hermite(w0, w1, m0, m1, s):
     return p, dp
 
 
+@njit(inline="always", **JIT_OPTIONS)
+def _safeguarded_step(p, dp, s, lo, hi, neg_lo):
+    """One step of Newton's method safeguarded by bisection, on a bracket [lo, hi] whose ``lo`` end has the sign
+    ``neg_lo``: ``(next s, lo, hi, done)`` from the value ``p`` and slope ``dp`` at ``s`` (done: ``next s`` is the
+    root to the last bit). The one iteration of every root search of the flows (also :mod:`.flow_rodas_run`)."""
+    if p == 0.0:
+        return s, lo, hi, True
+    if (p < 0.0) == neg_lo:
+        lo = s
+    else:
+        hi = s
+    nxt = s - p / dp if dp != 0.0 else 0.5 * (lo + hi)
+    if not (lo < nxt < hi):
+        nxt = 0.5 * (lo + hi)
+    return nxt, lo, hi, abs(nxt - s) <= 4e-16 or hi - lo <= 4e-16
+
+
 @njit(**JIT_OPTIONS)
 def _hermite_root(w0, w1, m0, m1, lo, hi):
     """A zero of the Hermite cubic in [lo, hi], where it changes sign (Newton safeguarded by bisection)."""
@@ -50,18 +67,9 @@ def _hermite_root(w0, w1, m0, m1, lo, hi):
     s = 0.5 * (lo + hi)
     for _ in range(_ROOT_ITERATIONS):
         p, dp = _hermite(w0, w1, m0, m1, s)
-        if p == 0.0:
+        s, lo, hi, done = _safeguarded_step(p, dp, s, lo, hi, neg_lo)
+        if done:
             return s
-        if (p < 0.0) == neg_lo:
-            lo = s
-        else:
-            hi = s
-        nxt = s - p / dp if dp != 0.0 else 0.5 * (lo + hi)
-        if not (lo < nxt < hi):
-            nxt = 0.5 * (lo + hi)
-        if abs(nxt - s) <= 4e-16 or hi - lo <= 4e-16:
-            return nxt
-        s = nxt
     return s
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS
-from .crossings import _hermite_crossings
+from .crossings import _hermite_crossings, _safeguarded_step
 from .flow import (
     CROSS_MINUS,
     CROSS_PLUS,
@@ -91,18 +91,9 @@ def _dense_root(y0, y1, q1, q2, q3, lo, hi, s):
     neg_lo = plo < 0.0
     for _ in range(_ROOT_ITERATIONS):
         p, dp = _dense_eval(y0, y1, q1, q2, q3, s)
-        if p == 0.0:
+        s, lo, hi, done = _safeguarded_step(p, dp, s, lo, hi, neg_lo)
+        if done:
             return s
-        if (p < 0.0) == neg_lo:
-            lo = s
-        else:
-            hi = s
-        nxt = s - p / dp if dp != 0.0 else 0.5 * (lo + hi)
-        if not (lo < nxt < hi):
-            nxt = 0.5 * (lo + hi)
-        if abs(nxt - s) <= 4e-16 or hi - lo <= 4e-16:
-            return nxt
-        s = nxt
     return s
 
 
