@@ -30,6 +30,17 @@ def run_helper(spec, timeout=TIMEOUT):
                           timeout=timeout, env=env, cwd=ROOT)
 
 
+def stored_reference(tmp_path_factory, spec=SPEC):
+    """The uninterrupted run of ``spec``, stored by the writer helper (independent of the runs under test):
+    ``(result, path)``, the reference of the kill/resume tests."""
+    from dlnmomentum import store
+
+    path = tmp_path_factory.mktemp("ref") / "ref.h5"
+    out = run_helper(dict(spec, path=str(path), action="run", slow=0.0))
+    assert out.returncode == 0, out.stderr
+    return store.open_store(path).result, path
+
+
 def open_in_subprocess(path, timeout=60):
     """Open the store in a fresh process (a hang fails the test through the timeout)."""
     code = ("import sys, json, dlnmomentum.store as S\n"

@@ -17,7 +17,7 @@ import time
 import h5py
 import numpy as np
 import pytest
-from store_checks import HELPER, ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, run_helper
+from store_checks import HELPER, ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, stored_reference
 
 import dlnmomentum as dm
 from dlnmomentum import store as S
@@ -66,10 +66,7 @@ def _read_run(path):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ref") / "ref.h5"
-    out = run_helper(dict(SPEC, path=str(path), action="run", slow=0.0))
-    assert out.returncode == 0, out.stderr
-    return S.open_store(path).result, path
+    return stored_reference(tmp_path_factory)
 
 
 SIGTERM_AT_CHUNKS = [3, 9, 17, 26, 34]

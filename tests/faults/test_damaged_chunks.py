@@ -17,7 +17,7 @@ import warnings
 import h5py
 import numpy as np
 import pytest
-from store_checks import ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, run_helper
+from store_checks import ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, run_helper, stored_reference
 
 import dlnmomentum as dm
 from dlnmomentum import store as S
@@ -51,10 +51,7 @@ DENSE = dict(SPEC, record={"every": 100})
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ref") / "ref.h5"
-    out = run_helper(dict(DENSE, path=str(path), action="run", slow=0.0))
-    assert out.returncode == 0, out.stderr
-    return S.open_store(path).result, path
+    return stored_reference(tmp_path_factory, DENSE)
 
 
 def test_fletcher32_is_hdf5s(tmp_path):

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from store_checks import ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, run_helper
+from store_checks import ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, run_helper, stored_reference
 
 import dlnmomentum as dm
 from dlnmomentum import store as S
@@ -101,10 +101,7 @@ def test_network_resume_refuses_another_architecture(network_store, capsys):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ref") / "ref.h5"
-    out = run_helper(dict(SPEC, path=str(path), action="run", slow=0.0))
-    assert out.returncode == 0, out.stderr
-    return S.open_store(path).result, path
+    return stored_reference(tmp_path_factory)
 
 
 def test_sighup_stops_a_run_cleanly_and_it_resumes_bit_for_bit(tmp_path, reference):

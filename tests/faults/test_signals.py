@@ -17,7 +17,7 @@ import time
 
 import pytest
 from signal_helpers import sigint_default
-from store_checks import HELPER, ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, run_helper
+from store_checks import HELPER, ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, run_helper, stored_reference
 
 from dlnmomentum import store as S
 from dlnmomentum.driver import deferred_signals, signals_held
@@ -26,10 +26,7 @@ from dlnmomentum.driver import deferred_signals, signals_held
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The uninterrupted run of SPEC, stored by the same helper (independent of the runs under test)."""
-    path = tmp_path_factory.mktemp("ref") / "ref.h5"
-    out = run_helper(dict(SPEC, path=str(path), action="run", slow=0.0))
-    assert out.returncode == 0, out.stderr
-    return S.open_store(path).result, path
+    return stored_reference(tmp_path_factory)
 
 
 def check_resumed(path, reference):

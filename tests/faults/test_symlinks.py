@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from store_checks import ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, run_helper
+from store_checks import ROOT, SPEC, TIMEOUT, assert_same_result, assert_same_rows, run_helper, stored_reference
 
 import dlnmomentum as dm
 from dlnmomentum import store as S
@@ -30,10 +30,7 @@ def problem():
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ref") / "ref.h5"
-    out = run_helper(dict(SPEC, path=str(path), action="run", slow=0.0))
-    assert out.returncode == 0, out.stderr
-    return S.open_store(path).result, path
+    return stored_reference(tmp_path_factory)
 
 
 def _linked(tmp_path):
