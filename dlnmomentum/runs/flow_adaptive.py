@@ -22,14 +22,13 @@ integral, crossing and Theorem 1 field), with ``h`` the last step size and the s
 takes this scheme for long horizons: :func:`~dlnmomentum.runs.stepping.choose_flow_scheme`).
 """
 
-import math
 
 import numpy as np
 
 from ..kernels import flow_rodas as KR
 from ..kernels import flow_rodas_run as KRR
 from ..results import new_record_block
-from ..validate import MAX_STEPS, as_float, as_int
+from ..validate import MAX_STEPS, as_float, as_int, check_data_scale
 from .common import check_gradient_form, check_problem, check_record, initial_weights
 from .flow import FlowConfig, FlowRun, _initial_velocity, prepare_flow
 from .stepping import (
@@ -139,13 +138,8 @@ def make_adaptive_config(problem, lam, t_max, u0, v0, tol=None, gradient="auto",
     rtol = DEFAULT_RTOL if rtol is None else as_float("rtol", rtol, low=1e-15, high=1e-2)
     atol = DEFAULT_ATOL if atol is None else as_float("atol", atol, low=1e-300, high=1.0)
     max_steps = ADAPTIVE_MAX_STEPS if max_steps is None else as_int("max_steps", max_steps, low=1, high=MAX_STEPS)
-    if kappa is None:
-        with np.errstate(over="ignore", invalid="ignore"):
-            finite = np.all(np.isfinite(problem.hessian)) and np.all(np.isfinite(problem.b))
-            kappa = stiffness_estimate(problem, u0, v0) if finite else math.inf
-    if not math.isfinite(kappa):
-        raise ValueError(f"X must be scaled so that XᵀX/n, Xᵀy/n and the stiffness estimate of this problem are "
-                         f"finite (got kappa = {kappa!r}): rescale X and y")
+    if kappa is None:  # huge data: refused by name, as the fixed-grid flows do
+        kappa = check_data_scale(problem, lambda: stiffness_estimate(problem, u0, v0))
     return FlowConfig(lam=lam, t_max=t_max, h=0.0, n_steps=max_steps, tol=tol, gradient=gradient,
                       start_steps=0, start_substeps=1, max_crossings=max_crossings, kappa=kappa, scheme="rodas",
                       rtol=rtol, atol=atol)
@@ -181,10 +175,8 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
         scheme = "rodas"
     if scheme in ("auto", "rodas"):
         u0w, v0w = initial_weights(problem.d, alpha, u0, v0)
-        with np.errstate(over="ignore", invalid="ignore"):
-            finite = np.all(np.isfinite(problem.hessian)) and np.all(np.isfinite(problem.b))
-            kappa = stiffness_estimate(problem, u0w, v0w) if finite else math.inf
-        if scheme == "auto" and math.isfinite(kappa):
+        kappa = check_data_scale(problem, lambda: stiffness_estimate(problem, u0w, v0w))
+        if scheme == "auto":
             scheme = choose_flow_scheme("auto", lam_checked, kappa, t_checked, tol, fixed_grid)
         if scheme in ("auto", "rodas"):
             u_dot, v_dot = _initial_velocity(problem.d, u_dot0, v_dot0)
