@@ -11,7 +11,8 @@ import os
 
 from .driver import drive
 from .networks import NetworkProblem
-from .runs.common import auto_progress
+from .progress import check as check_progress
+from .runs.common import auto_progress, work_flops
 from .runs.flow import prepare_mgf_from_mgd
 from .runs.flow_adaptive import prepare_flow_run
 from .runs.mgd import prepare_mgd
@@ -33,19 +34,14 @@ from .validate import as_bool, as_int
 __all__ = ["gf", "mgd", "mgf", "mgf_from_mgd", "networks_sweep", "resume_sweep", "sweep"]
 
 
-def _execute(run, progress, work, store, overwrite, checkpoint_every):
+def _execute(run, progress, store, overwrite, checkpoint_every):
     """Drive ``run`` in memory, or through a store when ``store`` is given; returns its result."""
-    progress = auto_progress(progress, work)
+    progress = auto_progress(progress, work_flops(run))
     if store is not None:
         return run_with_store(run, store, overwrite=overwrite, checkpoint_every=checkpoint_every,
                               progress=progress)
     status, blocks = drive(run, progress=progress, desc=run.kind)
     return run.finish(status, blocks)
-
-
-def _flow_work(run):
-    estimate = getattr(run, "work_estimate", None)  # an adaptive run: total is a budget, not the plan
-    return estimate() if estimate is not None else 4.0 * float(run.total) * run.problem.d * run.problem.d
 
 
 # -- discrete time -----------------------------------------------------------------------------------
@@ -84,8 +80,10 @@ def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size
         Stop at the first iterate whose train loss is ``<= tol`` (status ``converged``).
     record : Record, optional
         Schedule of recorded iterates (θ, w₊, w₋, Δ, train and test loss).
-    progress : bool, optional
-        tqdm progress bar; default: only for long runs on a terminal.
+    progress : bool or "log", optional
+        A tqdm bar (True), none (False), or a line on stderr every few seconds (``"log"``: batch jobs, log
+        files). Default None: a bar for runs estimated to take over ten seconds, on a terminal or in Jupyter
+        (:mod:`dlnmomentum.progress`).
     gradient : {"auto", "hessian", "data"}
         Full-batch gradient form; ``auto`` picks the cheaper of ``Hθ - b`` (d²) and
         ``Xᵀ(Xθ - y)/n`` (2nd).
@@ -115,13 +113,12 @@ def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size
             raise ValueError("u0, v0 and gradient are for diagonal networks; a NetworkProblem takes w0")
         run = prepare_network(problem, gamma, beta, steps=steps, w0=w0, batch_size=batch_size, replace=replace,
                               seed=seed, tol=tol, record=record, record_params=record_params)
-        work = 6.0 * float(run.total) * (batch_size or problem.n) * problem.n_params
-        return _execute(run, progress, work, store, overwrite, checkpoint_every)
+        return _execute(run, progress, store, overwrite, checkpoint_every)
     if w0 is not None or record_params:
         raise ValueError("w0 and record_params are for network problems (dlnmomentum.NetworkProblem)")
     run = prepare_mgd(problem, gamma, beta, steps=steps, alpha=alpha, u0=u0, v0=v0, batch_size=batch_size,
                       replace=replace, seed=seed, tol=tol, record=record, gradient=gradient)
-    return _execute(run, progress, float(run.total) * problem.d * problem.d, store, overwrite, checkpoint_every)
+    return _execute(run, progress, store, overwrite, checkpoint_every)
 
 
 # -- continuous time ---------------------------------------------------------------------------------
@@ -161,8 +158,10 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
     record : Record, optional
         Recorded grid points (``every``/``times`` in time units); rows carry θ, w₊, w₋, Δ,
         the losses and, in ``trajectory.extra``, the velocities ``w_plus_dot``/``w_minus_dot``.
-    progress : bool, optional
-        tqdm progress bar; default: only for long runs on a terminal.
+    progress : bool or "log", optional
+        A tqdm bar (True), none (False), or a line on stderr every few seconds (``"log"``: batch jobs, log
+        files). Default None: a bar for runs estimated to take over ten seconds, on a terminal or in Jupyter
+        (:mod:`dlnmomentum.progress`).
     gradient : {"auto", "hessian", "data"}
         Gradient form, as in :func:`dlnmomentum.mgd`.
     refine_start : "auto", None or (float, int)
@@ -192,7 +191,7 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
     run = prepare_flow_run(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0,
                            v_dot0=v_dot0, tol=tol, record=record, gradient=gradient, refine_start=refine_start,
                            max_crossings=max_crossings, scheme=scheme, rtol=rtol, atol=atol, max_steps=max_steps)
-    return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
+    return _execute(run, progress, store, overwrite, checkpoint_every)
 
 
 def gf(problem, *, t_max, h=None, alpha=0.01, u0=None, v0=None, tol=None, record=None, progress=None,
@@ -207,7 +206,7 @@ def gf(problem, *, t_max, h=None, alpha=0.01, u0=None, v0=None, tol=None, record
     run = prepare_flow_run(problem, 0.0, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, tol=tol, record=record,
                            gradient=gradient, refine_start=refine_start, max_crossings=max_crossings, scheme=scheme,
                            rtol=rtol, atol=atol, max_steps=max_steps)
-    return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
+    return _execute(run, progress, store, overwrite, checkpoint_every)
 
 
 def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=None, v0=None, u1=None,
@@ -227,7 +226,7 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
     run = prepare_mgf_from_mgd(problem, gamma, beta, steps=steps, substeps=substeps, alpha=alpha, u0=u0, v0=v0,
                                u1=u1, v1=v1, tol=tol, record=record, gradient=gradient,
                                refine_start=refine_start, max_crossings=max_crossings, scheme=scheme)
-    return _execute(run, progress, _flow_work(run), store, overwrite, checkpoint_every)
+    return _execute(run, progress, store, overwrite, checkpoint_every)
 
 
 # -- sweeps --------------------------------------------------------------------------------------------
@@ -271,8 +270,10 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
         Stream the sweep to this HDF5 file (see the module docstring).
     tol : float, optional
         Stop a run at the first iterate whose train loss is ``<= tol``.
-    progress : bool, optional
-        tqdm bar over run-steps with an ETA; default: only for long sweeps on a terminal.
+    progress : bool or "log", optional
+        A tqdm bar over run-steps with an ETA (True), none (False), or a line on stderr every few seconds
+        (``"log"``). Default None: a bar for sweeps estimated to take over ten seconds, on a terminal or in
+        Jupyter (:mod:`dlnmomentum.progress`).
     alpha : float
         Initialisation ``u0 = α·1``, ``v0 = 0``.
     replace : bool
@@ -323,7 +324,8 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
                              "device, client or scheme); see dlnmomentum.networks_sweep")
         return networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed,
                               tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
-                              overwrite=overwrite, wave_size=wave_size, log=log)
+                              overwrite=overwrite, wave_size=wave_size, log=log, progress=progress)
+    check_progress(progress)  # before any work
     config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
                                         seed, tol, alpha, replace, gradient, theory, theory_tol, scheme,
                                         pairs=pairs)
@@ -373,6 +375,7 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
     ``device`` and ``client`` as in :func:`sweep`: a sweep may be continued on another device, or on a
     Dask cluster, than it started on.
     """
+    check_progress(progress)
     path = real_path(store_path(path))  # through a symlink: the file it leads to is locked and written
     if not os.path.exists(path):
         raise FileNotFoundError(f"sweep store {path} does not exist")
@@ -380,7 +383,7 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
     if is_network_sweep(path):
         if client is not None:
             raise ValueError("client: network sweeps run on one machine (dlnmomentum.networks_sweep)")
-        return resume_networks_sweep(path, wave_size=wave_size, log=log)
+        return resume_networks_sweep(path, wave_size=wave_size, log=log, progress=progress)
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     lock = sweep_lock(path)
@@ -396,7 +399,8 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
 
 
 def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol=None, batch_size=None,
-                   replace=False, store=None, resume=False, overwrite=False, threads=None, wave_size=None, log=None):
+                   replace=False, store=None, resume=False, overwrite=False, threads=None, wave_size=None, log=None,
+                   progress=None):
     r"""MGD/SMGD on a network problem over a (β, γ) grid, for ``reps`` data sets.
 
     Every point is ``mgd(problem_r, γ, β, steps=steps, batch_size=batch_size, replace=replace,
@@ -430,6 +434,9 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
         the points that ended; the others run again on resume).
     log : callable, optional
         Called with a line of text after every chunk in which points ended.
+    progress : bool or "log", optional
+        As in :func:`sweep`: a bar over run-steps (True), none (False), a line on stderr every few seconds
+        (``"log"``); default None: a bar for sweeps estimated over ten seconds, on a terminal or in Jupyter.
 
     Returns
     -------
@@ -439,4 +446,4 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
     """
     return _networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed, tol=tol,
                            batch_size=batch_size, replace=replace, store_path=store, resume=resume,
-                           overwrite=overwrite, threads=threads, wave_size=wave_size, log=log)
+                           overwrite=overwrite, threads=threads, wave_size=wave_size, log=log, progress=progress)

@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from . import status as st
+from .progress import start as start_progress
 
 
 class RunStateMixin:
@@ -133,11 +134,7 @@ def signals_held(signums=STOP_SIGNALS):
 
 
 def _progress_bar(progress, total, initial, desc):
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, desc=desc, unit="step", unit_scale=True, dynamic_ncols=True)
+    return start_progress(progress, total=total, initial=initial, desc=desc, unit="step")
 
 
 def drive(run, *, progress=False, desc="run", sink=None, collect=True):
@@ -146,8 +143,8 @@ def drive(run, *, progress=False, desc="run", sink=None, collect=True):
     Parameters
     ----------
     run : run object (see module docstring)
-    progress : bool
-        Show a tqdm progress bar.
+    progress : bool or "log"
+        Show a tqdm progress bar (True, ``"bar"``) or log lines (``"log"``): :func:`dlnmomentum.progress.start`.
     sink : object, optional
         Receives ``sink.append(block, rows)`` after each chunk with recorded
         rows, ``sink.chunk_done(run)`` after every chunk (checkpoints) and

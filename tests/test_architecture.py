@@ -4,7 +4,7 @@ The import graph is built from the source (module-level imports, imports inside 
 ``importlib.import_module("...")`` strings alike), so the property holds for code that has not
 run yet. Layers, top to bottom (``docs/architecture.md``)::
 
-    cli  ->  api  ->  store, sweeps  ->  runs  ->  driver, results, problem, record, status, theory,
+    cli  ->  api  ->  store, sweeps  ->  runs  ->  driver, progress, results, problem, record, status, theory,
                                                    validate, plots  ->  kernels
 """
 
@@ -23,7 +23,7 @@ KERNELS_DIR = os.path.join(ROOT, "kernels")
 
 #: Layer of each top-level part of the package (higher may import lower or equal, never higher).
 LAYERS = {"cli": 5, "__main__": 5, "figures": 5, "api": 4, "store": 3, "sweeps": 3, "runs": 2,
-          "driver": 1, "results": 1, "problem": 1, "networks": 1, "record": 1, "status": 1, "theory": 1, "validate": 1,
+          "driver": 1, "progress": 1, "results": 1, "problem": 1, "networks": 1, "record": 1, "status": 1, "theory": 1, "validate": 1,
           "plots": 1, "kernels": 0}
 
 

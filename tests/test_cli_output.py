@@ -9,6 +9,7 @@ that without it a run never reports ``converged``; ``dlnm flow`` had no ``--theo
 """
 
 import json
+import os
 import warnings
 
 import numpy as np
@@ -92,3 +93,22 @@ def test_help_texts_say_what_they_do(capsys, monkeypatch):
     assert "without it a run always uses its whole budget and never reports converged" in text
     text = _help(["network"], capsys, monkeypatch)
     assert "none reports converged" in text
+
+
+def test_one_way_to_make_a_figure():
+    """Issue 23 C21: ``python -m dlnmomentum.figures.networks --out DIR`` (in the README) wrote the same file
+    names as ``dlnm figure`` in another layout, then failed with a raw ``KeyError`` when both used one folder,
+    warned from runpy and defaulted to the paper's size. Figures 2 and 6 are made as every figure is."""
+    import glob
+
+    import dlnmomentum.figures.networks as networks
+
+    for gone in ("main", "teacher_student_figure", "deep_linear_figure"):
+        assert not hasattr(networks, gone), gone
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    docs = glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True)
+    for path in [os.path.join(root, "README.md"), *docs]:
+        if path.endswith("reliability.md"):  # (the tally of fixed faults quotes the old command)
+            continue
+        with open(path, encoding="utf-8") as fh:
+            assert "python -m dlnmomentum.figures" not in fh.read(), path

@@ -483,17 +483,3 @@ def test_explained_shares_name_the_combination_that_governs():
     with pytest.raises(ValueError, match="by must be one of"):
         lambda_spread(dm.Sweep(("rep", "beta", "gamma"), coords, dict(data, train_loss=G[None]),
                                np.ones((1, 15, 15), dtype=bool), {}), "train_loss", by="theta")
-
-
-def test_figures_write_store_and_png(tmp_path):
-    pytest.importorskip("matplotlib")
-    from dlnmomentum.figures.networks import deep_linear_figure, teacher_student_figure
-
-    sw, spread = teacher_student_figure(str(tmp_path / "ts.png"), str(tmp_path / "ts.h5"), gammas=[0.1, 0.3],
-                                        betas=[0.0, 0.5], max_steps=20_000, n_test=50)
-    assert (tmp_path / "ts.png").stat().st_size > 1000 and dm.open_networks_sweep(tmp_path / "ts.h5").complete
-    assert sw.shape == (1, 2, 2) and spread["points"] <= 4
-    sw, spreads = deep_linear_figure(str(tmp_path / "dl.png"), str(tmp_path / "dl.h5"), gammas=[1e-3, 1e-2],
-                                     betas=[0.0, 0.9], steps=50, reps=2, widths=(30, 8, 1), n_test=50)
-    assert (tmp_path / "dl.png").stat().st_size > 1000 and sw.shape == (2, 2, 2)
-    assert set(spreads) == {"train_loss", "test_loss"}

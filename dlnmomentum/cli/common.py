@@ -19,8 +19,8 @@ EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`dlnm inspect X | head
 
 EXIT_CODES_HELP = (f"exit codes: {EXIT_OK} finished (converged or budget used; sweep complete), "
                    f"{EXIT_DIVERGED} the run diverged, {EXIT_ERROR} bad input or an unusable file, "
-                   f"{EXIT_INTERRUPTED} interrupted (Ctrl-C/SIGTERM; resume with dlnm resume or "
-                   "dlnm sweep --resume)")
+                   f"{EXIT_INTERRUPTED} interrupted (Ctrl-C/SIGTERM/SIGHUP; resume with dlnm resume or "
+                   f"dlnm sweep --resume), {EXIT_BROKEN_PIPE} the reader of the output went away (| head)")
 
 
 def given_options(parser, argv):

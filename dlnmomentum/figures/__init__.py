@@ -78,8 +78,7 @@ def compute_figure(name, size="quick", out="figures", overwrite=False, log=print
         summary = module.compute(f, size, **kwargs)
         setting = module.setting(size) if hasattr(module, "setting") else {}
     except BaseException:
-        f.close()
-        os.remove(tmp)
+        f.close()  # an in-memory file (common.new_store): nothing on disk to remove
         raise
     common.finish_store(f, tmp, path, setting, summary)
     return path, summary
@@ -94,16 +93,22 @@ def plot_store(path, out=None):
     plt = common.pyplot()
     path = as_store_path(path)
     h5, _ = open_h5(path)
-    with h5, reading(path):
-        name, size, setting, _ = common.read_attrs(h5)
-        module = figure_module(name)
-        fig = plt.figure(figsize=getattr(module, "FIGSIZE", (10.0, 5.0)), constrained_layout=True)
-        try:
+    fig = None
+    try:
+        with h5, reading(path):
+            name, size, setting, _ = common.read_attrs(h5)
+            module = figure_module(name)
+            fig = plt.figure(figsize=getattr(module, "FIGSIZE", (10.0, 5.0)), constrained_layout=True)
             module.plot(h5, fig)
             if setting:  # (a module without a setting function titles its figure itself: quadratic)
                 common.suptitle(fig, module.TITLE, setting, size)
+        try:  # after the store is closed: an image that cannot be written is not a damaged store
             return common.save(fig, out or os.path.dirname(os.path.abspath(path)), name)
-        finally:
+        except OSError as exc:  # (a full disk) the store is intact
+            raise OSError(exc.errno, f"{exc.strerror} (the figure store {path} is complete: "
+                          f"`dlnm plot {path}` draws it again once there is room)") from exc
+    finally:
+        if fig is not None:
             plt.close(fig)
 
 

@@ -16,17 +16,19 @@ configuration: an interrupted ``--full`` figure continues where it stopped, and 
 the same sweep (``mgd-grid``, ``lambda-collapse``, ``crossings``) compute it once.
 """
 
+import contextlib
+import functools
 import hashlib
+import io
 import json
 import os
 import time
 
-import h5py
 import numpy as np
 
 from ..api import sweep
 from ..runs.points import converged, flag_attributes
-from ..store.files import attr_str, to_jsonable
+from ..store.files import StoreError, attr_str, memory_h5, to_jsonable, write_h5_image
 from ..store.kinds import kind_of, wrong_kind
 from ..sweeps.result import Sweep, status_counts
 
@@ -176,7 +178,7 @@ def new_store(path, name, size, overwrite=False):
 
         require_overwritable(path, "figure")
     tmp = path + ".creating"
-    f = h5py.File(tmp, "w")
+    f = memory_h5(tmp)  # built in memory, written once complete: a full disk cannot leave a half-made file
     from .. import __version__
 
     f.attrs.update(kind="figure", figure=name, size=size, package_version=__version__,
@@ -185,10 +187,20 @@ def new_store(path, name, size, overwrite=False):
 
 
 def finish_store(f, tmp, path, setting, summary):
+    """Write the store built by :func:`new_store` to ``path`` (through ``tmp``, renamed when complete).
+
+    A full disk is a :class:`~dlnmomentum.store.files.StoreError` naming ``path``; nothing is left behind.
+    """
     f.attrs["setting"] = json.dumps(to_jsonable(setting))
     f.attrs["summary"] = json.dumps(to_jsonable(summary))
-    f.close()
-    os.replace(tmp, path)
+    try:
+        write_h5_image(f, tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise StoreError(f"cannot write figure store {path}: {exc.strerror or exc}; nothing was written (its "
+                         f"sweeps are kept under parts/: free space, then run the same command again)") from exc
 
 
 def read_attrs(h5):
@@ -217,6 +229,24 @@ def suptitle(fig, title, setting, size):
     fig.suptitle(f"{title}\n{setting_text(setting)}  [{size}]", fontsize=9)
 
 
+#: How the figures name the sweep fields (axis labels, titles, colour bars): one name for each.
+FIELD_LABELS = {
+    "test_loss": "test loss",
+    "train_loss": "train loss",
+    "delta_inf_norm": "‖Δ∞‖₂",
+    "l1_norm": "‖θ‖₁",
+    "normalized_distance": r"‖θ - θ$_{\rm GF}$(Δ∞)‖ / ‖θ$_{\rm GF}$(Δ∞)‖",
+    "theta0_tilde": "‖θ̃₀‖∞",
+}
+#: Legend font size (points): readable at the saved 130 dpi.
+LEGEND_FONT = 7.5
+
+
+def not_converged_label(tol):
+    """The legend entry of the marks on runs that did not reach train loss ``tol`` (every figure says it so)."""
+    return f"not at train loss ≤ {tol:g}"
+
+
 def mark_points(ax, x, y, mask, label, marker="x", color="red"):
     """Overlay marks (non-converged runs, runs without sign changes) at the points where ``mask`` holds."""
     mask = np.asarray(mask, dtype=bool)
@@ -225,17 +255,177 @@ def mark_points(ax, x, y, mask, label, marker="x", color="red"):
                    zorder=5, linewidths=1.0, facecolors="none" if marker == "o" else None)
 
 
-def lambda_levels(ax, gammas, betas, color="white"):
-    """Labelled λ = γ/(1-β)² level lines over a (γ, β) heatmap."""
-    import matplotlib.colors as mcolors
+# -- log axes: limits from the converged points, the others marked at the edge --------------------------
 
-    g = np.geomspace(np.min(gammas), np.max(gammas), 200)
-    b = np.linspace(np.min(betas), np.max(betas), 200)
-    G, B = np.meshgrid(g, b)
-    lam = G / (1.0 - B) ** 2
-    levels = 10.0 ** np.arange(np.floor(np.log10(lam.min())), np.ceil(np.log10(lam.max())) + 0.5, 0.5)
-    cs = ax.contour(G, B, lam, levels=levels, colors=color, linewidths=0.7, norm=mcolors.LogNorm())
-    ax.clabel(cs, fmt=lambda v: f"λ={v:.2g}", fontsize=6)
+#: The legend entry of :func:`off_scale`'s marks.
+OFF_SCALE_LABEL = "not converged, off scale: ▲▼ at the axis edge"
+
+
+def log_limits(ax, values, pad=0.08):
+    """Log y limits spanning the finite positive ``values`` (the converged points), padded by ``pad`` of the span.
+
+    A run that did not converge can end decades away from the rest; limits taken from it would flatten every
+    curve of the panel, so those points are drawn by :func:`off_scale` instead.
+    """
+    v = np.asarray(values, dtype=float).ravel()
+    v = np.log10(v[np.isfinite(v) & (v > 0)])
+    if not v.size:
+        return
+    lo, hi = float(v.min()), float(v.max())
+    span = max(hi - lo, 0.2)  # (a flat panel still shows a fifth of a decade)
+    ax.set_ylim(10.0 ** (lo - pad * span), 10.0 ** (hi + pad * span))
+
+
+def off_scale(ax, x, y, color):
+    """Draw the points of ``y`` outside the y limits as ▲ (above) / ▼ (below) at the axis edge; returns how many.
+
+    The marks stand at their x, at the edge, not at their value (:data:`OFF_SCALE_LABEL` says so in the legend).
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    lo, hi = ax.get_ylim()
+    edge = ax.get_xaxis_transform()  # x in data, y in axes fractions
+    count = 0
+    for mask, where, marker in ((np.isfinite(y) & (y > hi), 0.975, "^"), (np.isfinite(y) & (y < lo), 0.025, "v")):
+        if mask.any():
+            ax.plot(x[mask], np.full(int(mask.sum()), where), marker, ls="none", ms=6, color=color,
+                    transform=edge, clip_on=False)
+            count += int(mask.sum())
+    return count
+
+
+def off_scale_handle():
+    """The legend proxy of :func:`off_scale`'s marks."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], ls="none", marker="^", ms=6, color="0.3", label=OFF_SCALE_LABEL)
+
+
+def decade_ticks(axis, most=8):
+    """Major ticks of a log ``axis`` at every 1, 2, 5, 10, 20, 50 or 100 decades: at most ``most`` ticks.
+
+    (matplotlib's own choice over 80 decades is every 11, unreadable.)
+    """
+    from matplotlib.ticker import FixedLocator, LogFormatterSciNotation, NullLocator
+
+    lo, hi = sorted(axis.get_view_interval())
+    if not (lo > 0 and np.isfinite(hi)):
+        return
+    first, last = np.ceil(np.log10(lo) - 1e-9), np.floor(np.log10(hi) + 1e-9)
+    stride = next((s for s in (1, 2, 5, 10, 20, 50, 100) if (last - first) / s < most), 100)
+    exps = np.arange(np.ceil(first / stride) * stride, last + 0.5, stride)
+    axis.set_major_locator(FixedLocator(10.0 ** exps))
+    axis.set_major_formatter(LogFormatterSciNotation())
+    if stride > 1:  # minor ticks between sparse decades would read as decades
+        axis.set_minor_locator(NullLocator())
+
+
+# -- heatmaps over (γ, β) with λ level lines ------------------------------------------------------------
+
+#: A level line is drawn only where it runs across at least this fraction of the axes (a corner is no line).
+MIN_LEVEL_RUN = 0.25
+
+
+def _lambda_label(level):
+    return f"λ = {level:.2g}"
+
+
+def lambda_levels(ax, gammas, betas, color="white"):
+    """λ = γ/(1-β)² level lines over the (γ, β) axes ``ax`` (log γ), each labelled once, no two labels overlapping.
+
+    The axes' current limits are kept (lines and marks drawn later do not move them). Levels are the decades 10^k
+    (half decades when fewer than three decade lines cross the axes) between the least and the largest λ of the
+    grid points ``gammas`` × ``betas``, whose line runs across at least :data:`MIN_LEVEL_RUN` of the axes. In
+    (log γ, β) every level line is the same curve shifted along log γ. The labels are placed when the figure is
+    drawn (:func:`_level_labels_class`), after the layout has sized the axes: on their line, inside the axes,
+    clear of one another and of the legend. Returns the levels drawn.
+    """
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    if not 0 < x0 < x1:
+        raise ValueError(f"lambda_levels needs a log γ axis; its limits are {x0:g}..{x1:g}")
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    grid_lam = np.asarray(gammas, dtype=float)[None, :] / (1.0 - np.asarray(betas, dtype=float)[:, None]) ** 2
+    lam_lo, lam_hi = np.log10(grid_lam.min()), np.log10(grid_lam.max())
+    g = np.geomspace(x0, x1, 400)
+    u = (np.log(g) - np.log(x0)) / (np.log(x1) - np.log(x0))  # axes fractions, for the length of a line
+    for step in (1.0, 0.5):
+        curves = []
+        for e in np.arange(np.ceil(lam_lo / step - 1e-9) * step, lam_hi + 1e-9, step):
+            level = 10.0 ** e
+            b = 1.0 - np.sqrt(g / level)
+            inside = (b >= y0) & (b <= y1)
+            if inside.sum() < 2:
+                continue
+            v = (b - y0) / (y1 - y0)
+            if np.hypot(np.diff(u[inside]), np.diff(v[inside])).sum() >= MIN_LEVEL_RUN:
+                curves.append((float(level), g[inside], b[inside]))
+        if len(curves) >= 3:
+            break
+    from matplotlib import patheffects
+
+    texts, lines = [], []
+    for level, gs, bs in curves:
+        line = ax.plot(gs, bs, color=color, lw=0.9, zorder=3)[0]
+        line.set_path_effects([patheffects.withStroke(linewidth=2.0, foreground="0.15", alpha=0.6)])
+        lines.append(line)  # (a dark edge: the line shows over blank cells too)
+        texts.append(ax.text(gs[0], bs[0], _lambda_label(level), fontsize=7, ha="center", va="center", zorder=6,
+                             bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85)))
+        texts[-1].set_in_layout(False)
+    ax.add_artist(_level_labels_class()(texts, lines, [(gs, bs) for _, gs, bs in curves]))
+    return [level for level, _, _ in curves]
+
+
+@functools.cache
+def _level_labels_class():
+    """The artist class that places :func:`lambda_levels`' labels (built on first use: matplotlib is imported only
+    to draw)."""
+    from matplotlib.artist import Artist
+    from matplotlib.transforms import Bbox
+
+    class LevelLabels(Artist):
+        """Places the labels of :func:`lambda_levels` when the axes are drawn: each on its line, as near its middle
+        as room allows.
+
+        At draw time because only then are the axes' final size (after the layout) and the labels' size in pixels
+        known. It draws nothing itself: its zorder is below the lines' and the labels', so the axes draw it first,
+        and the lines and labels then where it put them. Lines are labelled shortest first (they have the fewest
+        places); a place is taken if the label lies inside the axes and overlaps no label already placed and no
+        legend. A line with no such place is not drawn, nor its label: every line drawn is labelled.
+        """
+
+        def __init__(self, texts, lines, curves):
+            super().__init__()
+            self.texts, self.lines, self.curves = texts, lines, curves
+            self.set_in_layout(False)
+            self.set_zorder(2.5)
+
+        def draw(self, renderer):
+            ax = self.axes
+            frame = ax.bbox
+            taken = [leg.get_window_extent(renderer) for leg in (ax.get_legend(),) if leg is not None]
+            pad = 0.2 * 7 * renderer.points_to_pixels(1.0) + 2.0  # the box's pad, and 2 pixels between labels
+            where = np.linspace(0.04, 0.96, 47)
+            where = where[np.argsort(np.abs(where - 0.5), kind="stable")]  # fractions of the line, middle first
+            paths = [ax.transData.transform(np.column_stack(c)) for c in self.curves]
+            arcs = [np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(p, axis=0).T))]) for p in paths]
+            for i in np.argsort([a[-1] for a in arcs], kind="stable"):
+                text, line, (gs, bs), pts, arc = self.texts[i], self.lines[i], self.curves[i], paths[i], arcs[i]
+                text.set_position((gs[0], bs[0]))
+                ext = text.get_window_extent(renderer)
+                w, h = ext.width + 2 * pad, ext.height + 2 * pad
+                at = np.searchsorted(arc, where * arc[-1]).clip(0, len(arc) - 1)
+                boxes = [Bbox.from_bounds(pts[k][0] - w / 2, pts[k][1] - h / 2, w, h) for k in at]
+                free = [j for j, b in enumerate(boxes)
+                        if b.x0 >= frame.x0 and b.x1 <= frame.x1 and b.y0 >= frame.y0 and b.y1 <= frame.y1
+                        and not any(b.overlaps(t) for t in taken)]
+                text.set_visible(bool(free))
+                line.set_visible(bool(free))
+                if free:
+                    taken.append(boxes[free[0]])
+                    text.set_position((gs[at[free[0]]], bs[at[free[0]]]))
+            self.stale = False
+
+    return LevelLabels
 
 
 def heatmap(ax, gammas, betas, z, label, diverging=False):
@@ -249,8 +439,9 @@ def heatmap(ax, gammas, betas, z, label, diverging=False):
         kwargs = {"cmap": "RdBu_r", "vmin": -top, "vmax": top}
     mesh = ax.pcolormesh(gammas, betas, np.ma.masked_invalid(z), shading="nearest", **kwargs)
     ax.figure.colorbar(mesh, ax=ax, label=label)
-    lambda_levels(ax, gammas, betas)
     ax.set_xscale("log")
+    ax.autoscale_view()
+    lambda_levels(ax, gammas, betas)
     ax.set_xlabel("step size γ")
     ax.set_ylabel("momentum β")
 
@@ -261,6 +452,14 @@ def save(fig, out_dir, name):
     paths = []
     for ext in ("png", "pdf"):
         p = os.path.join(out_dir, f"{name}.{ext}")
-        fig.savefig(p, dpi=130 if ext == "png" else None)
+        image = io.BytesIO()  # rendered in memory, written by Python: a full disk is one OSError of one write
+        fig.savefig(image, format=ext, dpi=130 if ext == "png" else None)
+        try:
+            with open(p, "wb") as fh:
+                fh.write(image.getbuffer())
+        except OSError as exc:  # name the image, leave no half-written one
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+            raise OSError(exc.errno, f"cannot write figure image {p}: {exc.strerror or exc}") from exc
         paths.append(p)
     return paths

@@ -9,7 +9,7 @@ of sign changes of w±, runs with and without crossings in two colours, the pape
 import numpy as np
 
 from . import designs
-from .common import converged_mask, get_sweep, put_sweep, summarize
+from .common import FIELD_LABELS, LEGEND_FONT, converged_mask, decade_ticks, get_sweep, put_sweep, summarize
 
 NAME = "crossings"
 TITLE = "Sign changes: the distance to the Δ∞-only prediction and |θ̃0|"
@@ -52,29 +52,36 @@ def compute(h5, size, log=print, parts="parts"):
 
 
 def plot(h5, fig):
+    from matplotlib.ticker import FuncFormatter
+
     grid, line = get_sweep(h5, "mgd"), get_sweep(h5, "mgf")
     alpha = float(grid.config["alpha"])
     axes = [fig.add_subplot(1, 2, k + 1) for k in range(2)]
     for name, sw, marker in (("MGD grid", grid, "o"), ("MGF λ line", line, "s")):
         changes, dist, theta0, _ = _runs(sw)
         crossed = changes > 0
-        x = changes + 0.5  # log axis: 0 sign changes at 0.5
         for mask, color, what in ((~crossed, "C2", "no sign change"), (crossed, "C3", "sign changes")):
-            axes[0].scatter(x[mask], dist[mask], marker=marker, s=12, color=color, alpha=0.7,
-                            label=f"{name}, {what}")
-            axes[1].scatter(x[mask], theta0[mask], marker=marker, s=12, color=color, alpha=0.7)
-    axes[0].axhline(PAPER_BOUND, color="k", ls="--", lw=1, label="paper: < 0.01")
-    axes[1].axhline(alpha * alpha, color="k", ls=":", lw=1, label="α² (bound without crossings)")
-    axes[0].set_ylabel("‖θ - θ_GF(Δ∞)‖ / ‖θ_GF(Δ∞)‖")
-    axes[1].set_ylabel("‖θ̃0‖∞")
+            if mask.any():
+                axes[0].scatter(changes[mask], dist[mask], marker=marker, s=12, color=color, alpha=0.7,
+                                label=f"{name}, {what}")
+                axes[1].scatter(changes[mask], theta0[mask], marker=marker, s=12, color=color, alpha=0.7)
+    axes[0].axhline(PAPER_BOUND, color="k", ls="--", lw=1, label=f"the paper's bound {PAPER_BOUND:g}")
+    axes[1].axhline(alpha * alpha, color="k", ls=":", lw=1, label="α² (the bound without sign changes)")
+    axes[0].set_ylabel(FIELD_LABELS["normalized_distance"])
+    axes[1].set_ylabel(FIELD_LABELS["theta0_tilde"])
     for ax in axes:
+        ax.set_xlabel("sign changes of w± (symlog axis: linear up to 1)")
         if not ax.collections:
             ax.text(0.5, 0.5, f"no run reached train loss ≤ {designs.FIT_TOL:g}", ha="center", transform=ax.transAxes)
             continue
-        ax.set_xscale("log")
+        # 0 sign changes is the point of the figure: a symmetric log axis shows it at 0, the counts as they are
+        ax.set_xscale("symlog", linthresh=1.0, linscale=0.5)
+        ax.set_xlim(left=-0.3)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))  # 0, 1, 10, 100: counts
         ax.set_yscale("log")
-        ax.set_xlabel("sign changes of w± + 0.5")
-        ax.legend(fontsize=6)
+        decade_ticks(ax.yaxis)
+    axes[0].legend(fontsize=LEGEND_FONT, loc="best")
+    axes[1].legend(fontsize=LEGEND_FONT, loc="upper left")  # (the top right holds the largest |θ̃0|)
 
 
 def setting(size):

@@ -3,15 +3,17 @@
 For each μ: test loss (top) and ‖Δ∞‖₂ (bottom) against λ for MGF(λ) (curve, gradient flow as the
 dotted line) and for MGD on the constant-λ lines (markers), mean over the data sets. The paper: for
 uncentred data there is a range of λ where MGF beats GF and a smaller ‖Δ∞‖ goes with a smaller test
-loss; for centred data (μ = 0) the relationship breaks. MGD points that did not reach the fit tolerance
-are crossed; diverged ones are not drawn (the summary counts them).
+loss; for centred data (μ = 0) the relationship breaks. Drawn as ``mgd-vs-mgf`` draws it
+(:func:`.mgd_vs_mgf.draw_against_lambda`: y limits from the converged points, MGD points that did not reach the
+fit tolerance crossed, or marked at the axis edge when off that scale; diverged ones not drawn, the summary counts
+them), with one legend for the figure.
 """
 
 import numpy as np
 
-from ..status import Status
 from . import designs
-from .common import converged_mask, get_sweep, mean_over_reps, put_sweep, summarize
+from .common import LEGEND_FONT, converged_mask, get_sweep, mean_over_reps, put_sweep, summarize
+from .mgd_vs_mgf import draw_against_lambda, mark_handles
 
 NAME = "data-mean"
 TITLE = "Figure 9: the data mean μ, MGF(λ) and MGD against λ"
@@ -39,30 +41,24 @@ def compute(h5, size, log=print, parts="parts"):
 
 def plot(h5, fig):
     mus = sorted(float(k.split("=")[1]) for k in h5 if k.startswith("mu="))
+    marks = [False, False]
+    entries = {}  # one legend for the figure: every entry once, from whichever panel has it
     for col, mu in enumerate(mus):
         line, lines = get_sweep(h5, f"mu={mu:g}/mgf"), get_sweep(h5, f"mu={mu:g}/mgd")
         lams = np.asarray(line.coords["lam"])
-        ok = converged_mask(lines, designs.FIT_TOL).all(axis=0)
-        diverged = (np.asarray(lines.data["status"]) == Status.DIVERGED).any(axis=0)  # no limit: not drawn
-        for row, (field, label) in enumerate((("test_loss", "test loss"), ("delta_inf_norm", "‖Δ∞‖₂"))):
+        for row, field in enumerate(("test_loss", "delta_inf_norm")):
             ax = fig.add_subplot(2, len(mus), row * len(mus) + col + 1)
             y = mean_over_reps(line, field)
-            ax.plot(lams[lams > 0], y[lams > 0], "k-", lw=1.3, label="MGF(λ)")
+            gf = [y[0]] if lams[0] == 0 and converged_mask(line, designs.FIT_TOL)[..., 0].all() else []
+            drew = draw_against_lambda(ax, line, lines, field, extra=gf)
+            marks = [a or b for a, b in zip(marks, drew, strict=True)]
             if lams[0] == 0:
-                ax.axhline(y[0], color="k", ls=":", lw=1, label="GF")
-            ym = mean_over_reps(lines, field)
-            for ib, beta in enumerate(lines.coords["beta"]):
-                lam = np.asarray(lines.coords["lam"])
-                ax.plot(lam[ok[ib]], ym[ib][ok[ib]], "o", ms=3, color=f"C{ib}", label=f"MGD β={beta:g}")
-                bad = ~ok[ib] & ~diverged[ib] & np.isfinite(ym[ib])
-                ax.plot(lam[bad], ym[ib][bad], "x", ms=4, color=f"C{ib}",
-                        label="not converged" if ib == 0 and row == 0 else None)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_title(f"μ = {mu:g}: {label}", fontsize=8)
-            ax.set_xlabel("λ")
-            if row == 0 and col == 0:
-                ax.legend(fontsize=5)
+                ax.axhline(y[0], color="k", ls=":", lw=1, label="GF (λ = 0)")
+            ax.set_title(f"μ = {mu:g}", fontsize=9)
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                entries.setdefault(label, handle)
+    handles = list(entries.values()) + mark_handles(*marks)
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=LEGEND_FONT + 1.5)
 
 
 def setting(size):

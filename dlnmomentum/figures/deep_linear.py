@@ -6,7 +6,7 @@ level lines; points where a replication diverged are blank and counted. The λ m
 import numpy as np
 
 from ..status import Status
-from .common import get_sweep, heatmap, mean_over_reps, put_sweep, run_sweep, summarize
+from .common import FIELD_LABELS, get_sweep, heatmap, mean_over_reps, put_sweep, run_sweep, summarize
 from .networks import explained_shares, lambda_spread
 
 NAME = "deep-linear"
@@ -47,8 +47,8 @@ def plot(h5, fig):
         ax = fig.add_subplot(1, 2, k + 1)
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(ok, np.log10(mean_over_reps(sw, name)), np.nan)
-        heatmap(ax, gammas, betas, z, f"log₁₀ {name.replace('_', ' ')}")
-        ax.set_title(f"{name.replace('_', ' ')}; blank: a replication diverged ({int((~ok).sum())} points)",
+        heatmap(ax, gammas, betas, z, f"log₁₀ {FIELD_LABELS[name]}")
+        ax.set_title(f"{FIELD_LABELS[name]}; blank: a replication diverged ({int((~ok).sum())} points)",
                      fontsize=8)
 
 

@@ -11,7 +11,17 @@ import numpy as np
 
 from ..theory.maps import lam_central
 from . import designs
-from .common import converged_mask, get_sweep, mean_over_reps, put, put_sweep, summarize
+from .common import (
+    FIELD_LABELS,
+    LEGEND_FONT,
+    converged_mask,
+    get_sweep,
+    mean_over_reps,
+    not_converged_label,
+    put,
+    put_sweep,
+    summarize,
+)
 
 NAME = "lambda-collapse"
 TITLE = "λ collapse: MGD grid points against λ and λ_central, MGF(λ) on top"
@@ -19,6 +29,8 @@ SIZES = designs.SETTINGS.keys()
 FIGSIZE = (12.0, 9.5)
 FIELDS = ("test_loss", "delta_inf_norm")
 BINS = 12
+#: The x label of the λ_central panels: the map and where it comes from.
+CENTRAL_LABEL = "λ$_{\\rm central}$ = (1+β)γ/(2(1-β)²)  (Appendix A: central first difference)"
 
 
 def binned_spread(x, y, bins=BINS):
@@ -93,22 +105,22 @@ def plot(h5, fig):
     for row, field in enumerate(FIELDS):
         y = mean_over_reps(grid, field)
         curve = mean_over_reps(line, field)
-        for col, (x, name) in enumerate(((lam, "λ = γ/(1-β)²"), (lc, "λ_central"))):
+        for col, (x, name) in enumerate(((lam, "λ = γ/(1-β)²"), (lc, CENTRAL_LABEL))):
             ax = fig.add_subplot(2, 2, 2 * row + col + 1)
             sc = ax.scatter(x[ok], y[ok], c=B[ok], s=10, cmap="plasma", vmin=0, vmax=1)
-            ax.scatter(x[~ok], y[~ok], marker="x", s=10, color="grey", label="not converged")
+            ax.scatter(x[~ok], y[~ok], marker="x", s=10, color="grey", label=not_converged_label(designs.FIT_TOL))
             ax.plot(mlam[mlam > 0], curve[mlam > 0], "k-", lw=1.2, label="MGF(λ)")
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel(name)
-            ax.set_ylabel(field.replace("_", " "))
+            ax.set_ylabel(FIELD_LABELS[field])
             spread = summary.get("spread", {}).get(field, {}).get("lam" if col == 0 else "lam_central")
             if spread is not None:
                 ax.set_title(f"within-bin spread {spread:.3f} (log₁₀)", fontsize=8)
             if row == 0 and col == 1:
                 fig.colorbar(sc, ax=ax, label="β")
             if row == 0 and col == 0:
-                ax.legend(fontsize=6)
+                ax.legend(fontsize=LEGEND_FONT)
 
 
 def setting(size):

@@ -8,7 +8,18 @@ reach the fit tolerance are crossed.
 import numpy as np
 
 from . import designs
-from .common import converged_mask, get_sweep, heatmap, mark_points, mean_over_reps, put_sweep, summarize
+from .common import (
+    FIELD_LABELS,
+    LEGEND_FONT,
+    converged_mask,
+    get_sweep,
+    heatmap,
+    mark_points,
+    mean_over_reps,
+    not_converged_label,
+    put_sweep,
+    summarize,
+)
 
 NAME = "mgd-grid"
 TITLE = "Figure 4: MGD at convergence over (β, γ)"
@@ -42,20 +53,20 @@ def plot(h5, fig):
     G, B = np.meshgrid(gammas, betas)
     no_cross = ~np.asarray(sw.data["crossed"]).astype(bool).any(axis=0)
     bad = ~converged_mask(sw, designs.FIT_TOL).all(axis=0)
-    panels = (("test_loss", "log₁₀ test loss", True), ("delta_inf_norm", "log₁₀ ‖Δ∞‖₂", True),
-              ("l1_norm", "‖θ‖₁", False))
-    for k, (field, label, log) in enumerate(panels):
+    panels = (("test_loss", True), ("delta_inf_norm", True), ("l1_norm", False))
+    for k, (field, log) in enumerate(panels):
+        label = f"log₁₀ {FIELD_LABELS[field]}" if log else FIELD_LABELS[field]
         ax = fig.add_subplot(1, 3, k + 1)
         z = mean_over_reps(sw, field)
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.log10(z) if log else z
         heatmap(ax, gammas, betas, z, label)
         mark_points(ax, G, B, no_cross, "no sign change", marker="o", color="white")
-        mark_points(ax, G, B, bad, f"not at train loss ≤ {designs.FIT_TOL:g}", marker="x", color="red")
+        mark_points(ax, G, B, bad, not_converged_label(designs.FIT_TOL), marker="x", color="red")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(label, fontsize=8)
-        if k == 0:
-            ax.legend(fontsize=6, loc="lower left")
+        if k == 0 and ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=LEGEND_FONT, loc="lower left")
 
 
 def setting(size):

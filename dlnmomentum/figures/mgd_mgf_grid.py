@@ -11,7 +11,18 @@ tolerance are crossed; the summary gives the largest difference over the converg
 import numpy as np
 
 from . import designs
-from .common import converged_mask, get_sweep, heatmap, mark_points, mean_over_reps, put, put_sweep, summarize
+from .common import (
+    LEGEND_FONT,
+    converged_mask,
+    get_sweep,
+    heatmap,
+    mark_points,
+    mean_over_reps,
+    not_converged_label,
+    put,
+    put_sweep,
+    summarize,
+)
 
 NAME = "mgd-mgf-grid"
 TITLE = "Figure 7: MGD and MGF(λ = γ/(1-β)²) over (β, γ)"
@@ -74,12 +85,12 @@ def plot(h5, fig):
         ax = fig.add_subplot(1, 3, k + 1)
         heatmap(ax, gammas, betas, z, label, diverging=k == 2)
         if k < 2:
-            mark_points(ax, G, B, bad if k == 0 else ~np.isfinite(flow), f"not at train loss ≤ {designs.FIT_TOL:g}",
+            mark_points(ax, G, B, bad if k == 0 else ~np.isfinite(flow), not_converged_label(designs.FIT_TOL),
                         marker="x", color="red")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(label, fontsize=8)
         if k == 0 and bad.any():
-            ax.legend(fontsize=6, loc="lower left")
+            ax.legend(fontsize=LEGEND_FONT, loc="lower left")
 
 
 def setting(size):

@@ -3,14 +3,29 @@
 
 Test loss and ‖Δ∞‖₂ (mean over the data sets) against λ: MGD(γ = λ(1-β)², β) for several β as
 markers, MGF(λ) as a curve. Proposition 1: the smaller γ (the larger β at fixed λ), the closer MGD
-follows MGF. Points that did not reach the fit tolerance (or diverged) are crossed.
+follows MGF. The y limits come from the converged points: MGD means that did not reach the fit tolerance are
+crossed, or marked ▲/▼ at the axis edge when off that scale; means with a diverged run are not drawn, and the
+legend counts the diverged runs as the summary does.
 """
 
 import numpy as np
 
 from ..status import Status
 from . import designs
-from .common import converged_mask, get_sweep, mean_over_reps, put_sweep, summarize
+from .common import (
+    FIELD_LABELS,
+    LEGEND_FONT,
+    converged_mask,
+    get_sweep,
+    log_limits,
+    mean_over_reps,
+    not_converged_label,
+    off_scale,
+    off_scale_handle,
+    put_sweep,
+    status_counts,
+    summarize,
+)
 
 NAME = "mgd-vs-mgf"
 TITLE = "MGD(λ(1-β)², β) on constant-λ lines against MGF(λ)"
@@ -46,28 +61,70 @@ def compute(h5, size, log=print, parts="parts"):
     return out
 
 
-def plot(h5, fig):
-    lines, line = get_sweep(h5, "mgd"), get_sweep(h5, "mgf")
-    ok = converged_mask(lines, designs.FIT_TOL).all(axis=0)
-    diverged = (np.asarray(lines.data["status"]) == Status.DIVERGED).any(axis=0)  # not drawn: no limit
+def draw_against_lambda(ax, line, lines, field, extra=()):
+    """MGF(λ) of ``line`` (curve) and MGD of ``lines`` (markers, a colour per β) of ``field`` against λ, log-log.
+
+    The y limits span the converged points (the MGF curve where every data set reached the fit tolerance, the
+    MGD means whose runs all did, and ``extra``); an MGD mean that did not converge is a × where it falls inside
+    them and a ▲/▼ at the axis edge where it does not (:func:`~.common.off_scale`); a mean with a diverged run
+    is not drawn. Returns ``(any ×, any off scale)``: which of the two marks the legend must explain.
+    """
     lam_mgf = np.asarray(line.coords["lam"])
-    for k, (field, label) in enumerate((("test_loss", "test loss"), ("delta_inf_norm", "‖Δ∞‖₂"))):
+    curve = mean_over_reps(line, field)
+    flow_ok = converged_mask(line, designs.FIT_TOL).all(axis=0) & (lam_mgf > 0)
+    ax.plot(lam_mgf[lam_mgf > 0], curve[lam_mgf > 0], "k-", lw=1.5, label="MGF(λ)")
+    ok = converged_mask(lines, designs.FIT_TOL).all(axis=0)
+    diverged = (np.asarray(lines.data["status"]) == Status.DIVERGED).any(axis=0)  # no limit: not drawn
+    lam, y = np.asarray(lines.coords["lam"]), mean_over_reps(lines, field)
+    for ib, beta in enumerate(lines.coords["beta"]):
+        ax.plot(lam[ok[ib]], y[ib][ok[ib]], "o", ms=4, color=f"C{ib}", label=f"MGD, β = {beta:g}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    log_limits(ax, np.concatenate([curve[flow_ok], y[ok], np.asarray(extra, dtype=float).ravel()]))
+    lo, hi = ax.get_ylim()
+    crossed = edge = 0
+    for ib in range(len(lines.coords["beta"])):
+        bad = ~ok[ib] & ~diverged[ib] & np.isfinite(y[ib])
+        inside = bad & (y[ib] >= lo) & (y[ib] <= hi)
+        if inside.any():
+            ax.plot(lam[inside], y[ib][inside], "x", ms=5, color=f"C{ib}")
+            crossed += int(inside.sum())
+        edge += off_scale(ax, lam[bad], y[ib][bad], f"C{ib}")
+    ax.set_xlabel("λ")
+    ax.set_ylabel(FIELD_LABELS[field])
+    return crossed > 0, edge > 0
+
+
+def mark_handles(crossed, edge):
+    """Legend proxies of the marks :func:`draw_against_lambda` drew (grey: the marks take their β's colour)."""
+    from matplotlib.lines import Line2D
+
+    handles = []
+    if crossed:
+        handles.append(Line2D([], [], ls="none", marker="x", ms=5, color="0.3",
+                              label=not_converged_label(designs.FIT_TOL)))
+    if edge:
+        handles.append(off_scale_handle())
+    return handles
+
+
+def plot(h5, fig):
+    """Test loss and ‖Δ∞‖₂ against λ. The legend counts the diverged *runs* (one per data set and point), as the
+    summary's status counts do; a (β, λ) mean with one of them is not drawn."""
+    lines, line = get_sweep(h5, "mgd"), get_sweep(h5, "mgf")
+    counts = status_counts(lines)
+    marks = [False, False]
+    axes = []
+    for k, field in enumerate(("test_loss", "delta_inf_norm")):
         ax = fig.add_subplot(1, 2, k + 1)
-        curve = mean_over_reps(line, field)
-        ax.plot(lam_mgf[lam_mgf > 0], curve[lam_mgf > 0], "k-", lw=1.5, label="MGF(λ)")
-        y = mean_over_reps(lines, field)
-        for ib, beta in enumerate(lines.coords["beta"]):
-            lam = np.asarray(lines.coords["lam"])
-            ax.plot(lam[ok[ib]], y[ib][ok[ib]], "o", ms=4, color=f"C{ib}", label=f"MGD, β = {beta:g}")
-            bad = ~ok[ib] & ~diverged[ib] & np.isfinite(y[ib])
-            ax.plot(lam[bad], y[ib][bad], "x", ms=5, color=f"C{ib}")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("λ")
-        ax.set_ylabel(label)
-        if k == 0:
-            ax.legend(fontsize=6, title=f"×: not converged; diverged: {int(diverged.sum())} (not drawn)",
-                      title_fontsize=6)
+        axes.append(ax)
+        marks = [a or b for a, b in zip(marks, draw_against_lambda(ax, line, lines, field), strict=True)]
+    handles, _ = axes[0].get_legend_handles_labels()
+    handles += mark_handles(*marks)
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=LEGEND_FONT + 1,
+               title_fontsize=LEGEND_FONT + 1,
+               title=f"diverged runs: {counts.get(Status.DIVERGED.label, 0)} of {int(lines.done.sum())} "
+                     "(their (β, λ) means not drawn)")
 
 
 def setting(size):

@@ -1,27 +1,13 @@
-r"""The paper's network figures (Appendix "Additional Experiments"): does λ = γ/(1-β)² govern MGD?
+r"""The λ measure of the paper's network figures (Appendix "Additional Experiments"): does λ = γ/(1-β)² govern MGD?
 
-* :func:`teacher_student_figure` (Figure 2): heatmap over (γ, β) of log₁₀ test loss of the
-  teacher-student ReLU student once it reaches train loss ``tol`` (1e-5), one data set and one
-  student initialisation for every point; points that did not reach it are blank.
-* :func:`deep_linear_figure` (Figure 6): train and test loss of the deep linear network
-  (30, 60, 120, 60, 1) after ``steps`` (1000) full-batch epochs, mean over ``reps`` (5) data
-  sets and initialisations; points where a rep diverged are blank.
-
-Both draw labelled λ level lines, write the sweep to an HDF5 store (resumable:
-:func:`dlnmomentum.networks_sweep` with ``resume``) and the figure to a PNG, and return the
-:class:`~dlnmomentum.Sweep` with :func:`lambda_spread` of the plotted loss.
-
-Run: ``python -m dlnmomentum.figures.networks --out figures/ [--quick]``.
+:func:`lambda_spread` bins a sweep's points by λ (or a control combination of γ and β, :data:`SPREAD_KEYS`) and
+compares the spread of a log loss along the level lines with the spread across them;
+:func:`explained_shares` gives the share of its variance each combination explains. The figures themselves
+are :mod:`.teacher_student` (Figure 2) and :mod:`.deep_linear` (Figure 6), made as every figure is, with
+``dlnm figure teacher-student`` / ``dlnm figure deep-linear`` (:func:`dlnmomentum.figures.figure`).
 """
 
-import argparse
-import os
-
 import numpy as np
-
-from ..api import networks_sweep
-from ..networks import teacher_student
-from ..status import Status
 
 #: The combinations of (γ, β) whose level lines :func:`lambda_spread` can follow: λ = γ/(1-β)² (the
 #: paper's claim) and the controls it is compared with, ε = γ/(1-β) (the MGF time of one step: after
@@ -95,105 +81,3 @@ def explained_shares(sw, field, mask=None):
     number of steps) also varies along λ's level lines. The controls say whether λ explains more.
     """
     return {key: lambda_spread(sw, field, mask=mask, by=key)["r2"] for key in SPREAD_KEYS}
-
-
-def _heatmap(ax, sw2d, values, title, label):
-    import matplotlib.colors as mcolors
-    from matplotlib.ticker import NullFormatter
-
-    gammas, betas = sw2d.coords["gamma"], sw2d.coords["beta"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.log10(np.where(np.asarray(values) > 0, values, np.nan))
-    mesh = ax.pcolormesh(gammas, betas, np.ma.masked_invalid(z), shading="nearest", cmap="viridis")
-    ax.figure.colorbar(mesh, ax=ax, label=label)
-    g = np.geomspace(gammas.min(), gammas.max(), 200)
-    b = np.linspace(betas.min(), betas.max(), 200)
-    G, B = np.meshgrid(g, b)
-    lam = G / (1.0 - B) ** 2
-    levels = 10.0 ** np.arange(np.floor(np.log10(lam.min())), np.ceil(np.log10(lam.max())) + 0.5, 0.5)
-    cs = ax.contour(G, B, lam, levels=levels, colors="white", linewidths=0.8, norm=mcolors.LogNorm())
-    ax.clabel(cs, fmt=lambda v: f"λ={v:.2g}", fontsize=7)
-    ax.set_xscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel(r"step size $\gamma$")
-    ax.set_ylabel(r"momentum $\beta$")
-    ax.set_title(title)
-
-
-def _figure(ncols):
-    import matplotlib
-
-    if os.environ.get("DISPLAY", "") == "" and matplotlib.get_backend().lower() not in ("agg", "pdf", "svg"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(1, ncols, figsize=(5.6 * ncols, 4.4), constrained_layout=True)
-
-
-def teacher_student_figure(png, store, *, gammas="1e-2:3e-1:20:log", betas="0:0.9:20", max_steps=200_000,
-                           tol=1e-5, seed=0, n_test=1000, resume=True, threads=None, log=None):
-    """Figure 2: log test loss over (γ, β) after the student reaches train loss ``tol``; returns (Sweep, spread)."""
-    import matplotlib.pyplot as plt
-
-    problem = teacher_student(n=15, d=2, teacher_width=5, student_width=20, n_test=n_test, seed=seed)
-    sw = networks_sweep(problem, gammas=gammas, betas=betas, steps=max_steps, tol=tol, store=store,
-                        resume=resume and os.path.exists(store), threads=threads, log=log)
-    converged = np.asarray(sw.status)[0] == Status.CONVERGED
-    m = sw.mean("rep")
-    test = np.where(converged, m["test_loss"], np.nan)
-    spread = lambda_spread(sw, "test_loss", mask=converged)
-    fig, ax = _figure(1)
-    _heatmap(ax, m, test, f"teacher-student ReLU: test loss at train loss {tol:g}\n"
-             f"spread along λ {spread['along']:.2f} vs across {spread['across']:.2f} (log10)",
-             r"$\log_{10}$ test loss")
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    return sw, spread
-
-
-def deep_linear_figure(png, store, *, gammas="1e-3:5e-2:20:log", betas="0:0.95:20", steps=1000, reps=5,
-                       widths=(30, 60, 120, 60, 1), n_test=1000, seed=0, resume=True, threads=None, log=None):
-    """Figure 6: train and test loss after ``steps`` epochs over (γ, β), mean of ``reps``; returns (Sweep, spreads)."""
-    import matplotlib.pyplot as plt
-
-    spec = {"generator": "deep_linear", "widths": tuple(widths), "n_test": n_test}
-    sw = networks_sweep(spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed, store=store,
-                        resume=resume and os.path.exists(store), threads=threads, log=log)
-    m = sw.mean("rep")
-    # a point where some rep diverged is blank (its last finite iterate's loss says nothing)
-    ok = (np.asarray(sw.status) != Status.DIVERGED).all(axis=0)
-    spreads = {name: lambda_spread(sw, name, mask=ok) for name in ("train_loss", "test_loss")}
-    fig, axes = _figure(2)
-    for ax, name in zip(axes, ("train_loss", "test_loss"), strict=True):
-        s = spreads[name]
-        _heatmap(ax, m, np.where(ok, m[name], np.nan),
-                 f"deep linear {tuple(widths)}: {name.replace('_', ' ')} after {steps} epochs\n"
-                 f"mean of {reps}; spread along λ {s['along']:.2f} vs across {s['across']:.2f} (log10)",
-                 rf"$\log_{{10}}$ {name.replace('_', ' ')}")
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
-    return sw, spreads
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default="figures")
-    parser.add_argument("--quick", action="store_true", help="small grids, seconds")
-    parser.add_argument("--only", choices=("teacher-student", "deep-linear"))
-    args = parser.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
-    quick_ts = dict(gammas="3e-2:3e-1:6:log", betas="0:0.9:6", max_steps=50_000) if args.quick else {}
-    quick_dl = dict(gammas="1e-3:5e-2:6:log", betas="0:0.9:6", steps=300, reps=2, widths=(30, 20, 1)) \
-        if args.quick else {}
-    if args.only in (None, "teacher-student"):
-        _, spread = teacher_student_figure(os.path.join(args.out, "teacher-student.png"),
-                                           os.path.join(args.out, "teacher-student.h5"), log=print, **quick_ts)
-        print("teacher-student lambda spread:", spread)
-    if args.only in (None, "deep-linear"):
-        _, spreads = deep_linear_figure(os.path.join(args.out, "deep-linear.png"),
-                                        os.path.join(args.out, "deep-linear.h5"), log=print, **quick_dl)
-        print("deep-linear lambda spreads:", spreads)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,11 +1,12 @@
 """What every run kind shares: argument checks, the initial weights and the gradient-form choice."""
 
-import sys
 
 import numpy as np
 
 from ..kernels import layout as KL
 from ..problem import Problem
+from ..progress import FLOPS_PER_SECOND
+from ..progress import resolve as resolve_progress
 from ..record import Record
 from ..validate import as_array, as_float
 
@@ -83,8 +84,19 @@ def _weights(name, value, d):
     return w
 
 
+def work_flops(run):
+    """Multiply-adds of what is left of ``run``: a rough estimate, for the progress choice only."""
+    estimate = getattr(run, "work_estimate", None)  # an adaptive run: total is a budget, not the plan
+    if estimate is not None:
+        return estimate()
+    left = float(run.total - run.done)
+    p = run.problem
+    if run.family == "network":  # forward and backward passes over the batch
+        return 6.0 * left * (run.config.batch_size or p.n) * p.n_params
+    return (1.0 if run.family == "mgd" else 4.0) * left * p.d * p.d  # (4: the stages of a flow step)
+
+
 def auto_progress(progress, work):
-    """``progress`` as a bool; ``None`` means: a bar only for long runs (``work`` flops) on a terminal."""
-    if progress is None:
-        return bool(work > 2e10 and sys.stderr.isatty())
-    return bool(progress)
+    """The progress of a run of ``work`` flops: ``"bar"``, ``"log"`` or None (:func:`dlnmomentum.progress.resolve`:
+    by default a bar for runs estimated over ten seconds, on a terminal or in Jupyter)."""
+    return resolve_progress(progress, work / FLOPS_PER_SECOND)

@@ -19,33 +19,25 @@ import h5py
 import numpy as np
 
 from ..runs import registry
+from .errors import (  # noqa: F401 (re-exported: the package imports them from here)
+    StoreBusyError,
+    StoreCorruptError,
+    StoreError,
+    StoreExistsError,
+    StoreLockedError,
+)
 from .handles import locked_by_another_process, open_handles
+from .superblock import (  # noqa: F401 (re-exported: the store modules import them from here)
+    HDF5_SIGNATURE,
+    clear_status_flags,
+    lookup3,
+    superblock_eof,
+    superblock_flags,
+    superblock_version,
+)
 
 CHECKPOINT_FORMAT = "dlnmomentum-checkpoint"
 CHECKPOINT_VERSION = 1
-
-# -- errors -------------------------------------------------------------------------------------
-
-class StoreError(OSError):
-    """A store cannot be created, opened, resumed or read; the message names the file."""
-
-
-class StoreExistsError(StoreError, FileExistsError):
-    """The store file exists and ``overwrite`` was not given."""
-
-
-class StoreLockedError(StoreError):
-    """Another live process is writing the store."""
-
-
-class StoreCorruptError(StoreError):
-    """The file is not a readable store (truncated, garbage, or damaged beyond recovery)."""
-
-
-class StoreBusyError(StoreError):
-    """A writer is changing the file at this moment (creating, finalising, resuming it, writing a wave of a
-    sweep), or another program holds an HDF5 lock on it: nothing is wrong with it, try again shortly."""
-
 
 # -- small utilities ----------------------------------------------------------------------------
 
@@ -328,97 +320,6 @@ def _remove_stale(lock_path):
         os.unlink(tmp)
 
 
-# -- HDF5 superblock status flags (what the h5clear tool does) ---------------------------------
-
-_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-_MASK32 = 0xFFFFFFFF
-
-
-def _rot(x, k):
-    return ((x << k) | (x >> (32 - k))) & _MASK32
-
-
-def lookup3(data, initval=0):
-    """Bob Jenkins' lookup3 ``hashlittle``, the checksum of HDF5 metadata (H5_checksum_lookup3)."""
-    length = len(data)
-    a = b = c = (0xDEADBEEF + length + initval) & _MASK32
-    k = 0
-    while length > 12:
-        a = (a + int.from_bytes(data[k:k + 4], "little")) & _MASK32
-        b = (b + int.from_bytes(data[k + 4:k + 8], "little")) & _MASK32
-        c = (c + int.from_bytes(data[k + 8:k + 12], "little")) & _MASK32
-        a = (a - c) & _MASK32; a ^= _rot(c, 4); c = (c + b) & _MASK32  # noqa: E702
-        b = (b - a) & _MASK32; b ^= _rot(a, 6); a = (a + c) & _MASK32  # noqa: E702
-        c = (c - b) & _MASK32; c ^= _rot(b, 8); b = (b + a) & _MASK32  # noqa: E702
-        a = (a - c) & _MASK32; a ^= _rot(c, 16); c = (c + b) & _MASK32  # noqa: E702
-        b = (b - a) & _MASK32; b ^= _rot(a, 19); a = (a + c) & _MASK32  # noqa: E702
-        c = (c - b) & _MASK32; c ^= _rot(b, 4); b = (b + a) & _MASK32  # noqa: E702
-        length -= 12
-        k += 12
-    if length == 0:
-        return c
-    tail = bytes(data[k:k + length]) + bytes(12 - length)
-    a = (a + int.from_bytes(tail[0:4], "little")) & _MASK32
-    b = (b + int.from_bytes(tail[4:8], "little")) & _MASK32
-    c = (c + int.from_bytes(tail[8:12], "little")) & _MASK32
-    c ^= b; c = (c - _rot(b, 14)) & _MASK32  # noqa: E702
-    a ^= c; a = (a - _rot(c, 11)) & _MASK32  # noqa: E702
-    b ^= a; b = (b - _rot(a, 25)) & _MASK32  # noqa: E702
-    c ^= b; c = (c - _rot(b, 16)) & _MASK32  # noqa: E702
-    a ^= c; a = (a - _rot(c, 4)) & _MASK32  # noqa: E702
-    b ^= a; b = (b - _rot(a, 14)) & _MASK32  # noqa: E702
-    c ^= b; c = (c - _rot(b, 24)) & _MASK32  # noqa: E702
-    return c
-
-
-def _superblock(fh):
-    """(offset, bytes) of a version 2/3 superblock, or None."""
-    size = os.fstat(fh.fileno()).st_size
-    offset = 0
-    while offset + 48 <= size:
-        fh.seek(offset)
-        head = fh.read(12)
-        if head[:8] == _HDF5_SIGNATURE:
-            if head[8] not in (2, 3):
-                return None
-            sizeof_addr = head[9]
-            fh.seek(offset)
-            return offset, fh.read(12 + 4 * sizeof_addr + 4)
-        offset = 512 if offset == 0 else offset * 2
-    return None
-
-
-def superblock_flags(path):
-    """The file-consistency flags of a v2/v3 superblock (0 = closed cleanly), or None."""
-    with open(path, "rb") as fh:
-        found = _superblock(fh)
-    return None if found is None else found[1][11]
-
-
-def clear_status_flags(path):
-    """Clear the "open for writing" flags a killed writer leaves in the superblock (like ``h5clear``).
-
-    Only done when the stored checksum verifies, so a damaged superblock is never rewritten.
-    Returns True when the flags were set and are now cleared.
-    """
-    with open(path, "r+b") as fh:
-        found = _superblock(fh)
-        if found is None:
-            return False
-        offset, block = found
-        if block[11] == 0:
-            return False
-        body, stored = block[:-4], int.from_bytes(block[-4:], "little")
-        if lookup3(body) != stored:
-            raise StoreCorruptError(f"{path}: the HDF5 superblock checksum does not verify; not repairing it")
-        body = body[:11] + b"\x00" + body[12:]
-        fh.seek(offset)
-        fh.write(body + lookup3(body).to_bytes(4, "little"))
-        fh.flush()
-        os.fsync(fh.fileno())
-    return True
-
-
 # -- opening HDF5 files: readers never block writers ------------------------------------------------
 #
 # HDF5 locks a file while it is open (shared for readers, exclusive for a writer outside SWMR mode), so a
@@ -444,23 +345,6 @@ def check_readable(path):
         raise FileNotFoundError(f"store {path} does not exist")
     if os.path.isdir(path):
         raise StoreError(f"store {path} is a directory, not an HDF5 file")
-
-
-def superblock_version(path):
-    """The version of the HDF5 superblock of ``path`` (0 to 3), or None when there is none."""
-    try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            offset = 0
-            while offset + 9 <= size:
-                fh.seek(offset)
-                head = fh.read(9)
-                if head[:8] == _HDF5_SIGNATURE:
-                    return head[8]
-                offset = 512 if offset == 0 else offset * 2
-    except OSError:
-        return None
-    return None
 
 
 def _backoff(deadline, delay):
@@ -588,11 +472,32 @@ def _open_error(path, exc):
     if size == 0:
         return StoreCorruptError(f"store {path} is empty (0 bytes): not an HDF5 file")
     if "truncated file" in msg:
+        eof = superblock_eof(path)
+        if eof is not None and eof > size:
+            return StoreCorruptError(
+                f"store {path} is truncated: it has {size} bytes of the {eof} its HDF5 superblock records. A "
+                f"writer stopped by a file-size limit (ulimit -f) or a full disk leaves a run store so: "
+                f"`dlnm resume {path}` extends it and rebuilds it from its committed rows (which verify by "
+                f"their checksums); otherwise restore it from a copy (HDF5: {msg})")
         return StoreCorruptError(f"store {path} is truncated ({size} bytes; HDF5: {msg})")
-    if head != _HDF5_SIGNATURE and "signature" in msg:
+    if head != HDF5_SIGNATURE and "signature" in msg:
         return StoreCorruptError(f"store {path} is not an HDF5 file (no HDF5 signature; {size} bytes)")
     return StoreCorruptError(f"store {path} cannot be opened: it is damaged or not a dlnmomentum store "
                              f"(HDF5: {msg})")
+
+
+#: What HDF5 says when the file's own structure (object headers, chunk indexes, heaps: every one has a
+#: checksum in files of the newest superblock) is damaged, rather than the numbers of a chunk.
+_METADATA_DAMAGE = ("incorrect metadata checksum", "bad object header", "wrong signature", "bad signature")
+#: The advice for such damage: resuming rewrites chunks of numbers, never the file's structure.
+UNREPAIRABLE = ("; the damage is in the file's HDF5 metadata (its structure, not the numbers of a chunk), which "
+                "resuming cannot repair: restore the file from a copy, or compute it again into a new store")
+
+
+def metadata_damaged(exc):
+    """True when ``exc`` (an h5py error) reports damage to the file's HDF5 metadata (see :data:`UNREPAIRABLE`)."""
+    text = str(exc).lower()
+    return any(m in text for m in _METADATA_DAMAGE)
 
 
 def read_error(path, exc, what=None, hint=""):
@@ -600,13 +505,15 @@ def read_error(path, exc, what=None, hint=""):
 
     A live writer may be changing the file under an unlocked reader: that is :class:`StoreBusyError`;
     otherwise the file is damaged: :class:`StoreCorruptError` naming the file and ``what`` (and ``hint``,
-    what repairs it).
+    what repairs it: only where the damage is to numbers; damaged HDF5 metadata gets :data:`UNREPAIRABLE`).
     """
     if isinstance(exc, StoreError):
         return exc
     where = f" {what}" if what else ""
     if lock_holder(path, ignore_self=True) is not None:
         return _busy(path, f"being written while{where or ' it'} was read", exc)
+    if metadata_damaged(exc):
+        hint = UNREPAIRABLE
     return StoreCorruptError(f"store {path}:{where or ' the file'} is damaged and cannot be read "
                              f"({type(exc).__name__}: {exc}){hint}")
 

@@ -265,7 +265,8 @@ def read_problem(g):
     problem_class = attr_str(g.attrs.get("problem_class", ""))
     if problem_class:  # see write_problem
         attrs = {k: attr_str(v) for k, v in g.attrs.items() if k not in ("params", "problem_class")}
-        arrays = {k: arr(k) for k, v in g.items() if not _is_scale(v)}
+        # g[k], not g.items(): that gives None for an object that cannot be opened (a damaged header)
+        arrays = {k: arr(k) for k in g.keys() if not _is_scale(g[k])}
         return resolve_type(problem_class, "problem class").from_store(
             arrays, attrs, json.loads(attr_str(g.attrs.get("params", "{}"))))
     has_test = g["X_test"].shape[0] > 0

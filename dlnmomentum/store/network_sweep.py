@@ -40,9 +40,11 @@ from .files import (
     attr_str,
     fsync_dir,
     memory_h5,
+    metadata_damaged,
     open_h5,
     open_h5_for_writing,
     read_error,
+    reading,
     retry_busy,
     to_jsonable,
     write_h5_image,
@@ -98,7 +100,7 @@ def is_network_sweep(path):
         f, _ = open_h5(path)
     except OSError:  # (StoreError is one)
         return False
-    with f:
+    with f, reading(path, "its root group"):  # opened but damaged: an error naming the file
         return attr_str(f.attrs.get("kind", "")) == KIND
 
 
@@ -125,8 +127,8 @@ def _read(path):
             raise
         except READ_ERRORS as exc:
             raise read_error(path, exc, "its attributes or problem") from exc
-        data = {name: _read_grid(path, f[name]) for name in POINT_FIELDS}
-        done = _read_grid(path, f["done"]).astype(bool)
+        data = {name: _read_grid(path, f, name) for name in POINT_FIELDS}
+        done = _read_grid(path, f, "done").astype(bool)
     return config, problem, data, done
 
 
@@ -138,16 +140,27 @@ def repair(path):
     axis), so a damaged chunk of any of them is rewritten whole, in every dataset, without being read.
     Stores of 0.4.0 have no checksums: nothing to check.
     """
+    try:
+        return _repair(path)
+    except StoreError:
+        raise
+    except READ_ERRORS as exc:  # the structure (a header, a chunk index) of the file: named, never raw
+        raise read_error(path, exc, "its grid datasets (while checking their chunks)") from exc
+
+
+def _repair(path):
     with signals_held(), open_h5_for_writing(path, rdcc_nbytes=0) as f:
-        if f["done"].chunks is None:
+        if _dataset(path, f, "done").chunks is None:
             return 0
         damaged = {}
         for name in GRID:
-            ds = f[name]
+            ds = _dataset(path, f, name)
             for sel in ds.iter_chunks():
                 try:
                     ds[sel]
-                except READ_ERRORS:
+                except READ_ERRORS as exc:
+                    if metadata_damaged(exc):  # the chunk index, not a chunk: rewriting chunks cannot mend it
+                        raise read_error(path, exc, f"dataset /{name}") from exc
                     damaged[tuple((s.start, s.stop) for s in sel)] = sel
         for sel in damaged.values():
             for name in GRID:
@@ -157,7 +170,16 @@ def repair(path):
     return sum(int(np.prod([s.stop - s.start for s in sel])) for sel in damaged.values())
 
 
-def _read_grid(path, ds):
+def _dataset(path, f, name):
+    """``f[name]``; a missing or damaged object is an error naming the file and the dataset."""
+    try:
+        return f[name]
+    except READ_ERRORS as exc:
+        raise read_error(path, exc, f"dataset /{name}") from exc
+
+
+def _read_grid(path, f, name):
+    ds = _dataset(path, f, name)
     try:
         return ds[...]
     except READ_ERRORS as exc:

@@ -6,6 +6,7 @@ file is rebuilt from its committed chunks) and for runs with no checkpoint yet.
 """
 
 import contextlib
+import errno
 import json
 import os
 import warnings
@@ -15,7 +16,9 @@ import numpy as np
 
 from .. import status as st
 from ..driver import deferred_signals, signals_held
+from ..progress import check as check_progress
 from ..runs import registry
+from ..runs.common import auto_progress, work_flops
 from ..validate import as_float
 from .files import (
     StoreCorruptError,
@@ -25,10 +28,13 @@ from .files import (
     clear_status_flags,
     fsync_dir,
     fsync_file,
+    memory_h5,
     open_h5_for_writing,
     reading,
     real_path,
+    superblock_eof,
     utc_now,
+    write_h5_image,
 )
 from .format import FORMAT_VERSION, chunk_offsets, delete_group
 from .integrity import intact_rows
@@ -63,32 +69,72 @@ def _rebuild_run(plan, ckpt, path):
     return run
 
 
+#: A store rebuilt after its writer died is built in memory up to this size (then written by Python in one
+#: write: HDF5 never holds a file it cannot flush; see :func:`.files.memory_h5`); a larger one is built on
+#: disk, after the free space was checked against the size of the store it is copied from.
+REBUILD_IN_MEMORY_BYTES = 256 * 2**20
+
+
 def _copy_committed(path, plan, written):
-    """A fresh copy of a store whose writer died: layout + the committed chunks, bit for bit."""
+    """A fresh copy of a store whose writer died: layout + the committed chunks, bit for bit.
+
+    A full disk raises :class:`StoreError` naming the store and leaves it as it was (no temporary file):
+    HDF5 failing to flush a file on a full disk used to crash the interpreter when it closed it.
+    """
     tmp = f"{path}.rebuild{os.getpid()}.tmp"
+    size = os.path.getsize(path)
+    in_memory = size <= REBUILD_IN_MEMORY_BYTES
+    if not in_memory:
+        _check_free_space(path, size)
     src, _ = open_h5(path)
     try:
-        with src, h5py.File(tmp, "w", libver="latest") as dst:
-            header = {k: v for k, v in src.attrs.items() if k != "config"}
-            template = template_result(_run_class(plan, path), plan.problem, plan.description, plan.initial)
-            write_layout(dst, header, plan.description, plan.problem, plan.initial, plan.schema, template)
-            for key, s in plan.schema.items():
-                n = written[key]
-                if not n:
-                    continue
-                sds, dds = src[s.path], dst[s.path]
-                dds.resize(n, axis=0)
-                grid = [range(0, size, c) for size, c in zip(s.row_shape, s.chunks[1:], strict=True)]
-                for row in range(0, n, s.chunk_rows):
-                    for offsets in chunk_offsets(grid):
-                        mask, data = sds.id.read_direct_chunk((row,) + offsets)
-                        dds.id.write_direct_chunk((row,) + offsets, data, mask)
+        with src:
+            dst = memory_h5(tmp) if in_memory else h5py.File(tmp, "w", libver="latest")
+            try:
+                _write_committed(src, dst, path, plan, written)
+            except BaseException:
+                dst.close()
+                raise
+            if in_memory:
+                write_h5_image(dst, tmp)
+            else:
+                dst.close()
         fsync_file(tmp)
         os.replace(tmp, path)
         fsync_dir(path)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        raise StoreError(f"store {path} cannot be resumed: rebuilding it from its committed rows needs about "
+                         f"{size} bytes beside it and the disk is full ({os.strerror(exc.errno)}); the store is "
+                         f"unchanged: free space, then run `dlnm resume {path}` again") from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _check_free_space(path, needed):
+    stat = os.statvfs(os.path.dirname(path) or ".")
+    free = stat.f_bavail * stat.f_frsize
+    if free < needed:
+        raise OSError(errno.ENOSPC, f"{free} bytes free, about {needed} needed")
+
+
+def _write_committed(src, dst, path, plan, written):
+    header = {k: v for k, v in src.attrs.items() if k != "config"}
+    template = template_result(_run_class(plan, path), plan.problem, plan.description, plan.initial)
+    write_layout(dst, header, plan.description, plan.problem, plan.initial, plan.schema, template)
+    for key, s in plan.schema.items():
+        n = written[key]
+        if not n:
+            continue
+        sds, dds = src[s.path], dst[s.path]
+        dds.resize(n, axis=0)
+        grid = [range(0, size, c) for size, c in zip(s.row_shape, s.chunks[1:], strict=True)]
+        for row in range(0, n, s.chunk_rows):
+            for offsets in chunk_offsets(grid):
+                mask, data = sds.id.read_direct_chunk((row,) + offsets)
+                dds.id.write_direct_chunk((row,) + offsets, data, mask)
 
 
 def _reopen(path, plan, ckpt):
@@ -152,6 +198,26 @@ def _repair_flags(path):
     return False
 
 
+def _extend_short_file(path):
+    """Extend a store shorter than the end its superblock records (with zeros) so that HDF5 opens it.
+
+    A writer stopped by a file-size limit (EFBIG) leaves the store so: the rows it committed and its checkpoints
+    are intact, but HDF5 refuses a file short of its recorded end. The added zeros are never trusted: the store is
+    then rebuilt from the committed rows that verify by their checksums. Returns the original size, or None when
+    the file was not short.
+    """
+    eof, size = superblock_eof(path), os.path.getsize(path)
+    if eof is None or eof <= size:
+        return None
+    try:
+        os.truncate(path, eof)
+    except OSError as exc:
+        raise StoreError(f"store {path} cannot be resumed: it has {size} bytes of the {eof} its HDF5 superblock "
+                         f"records and extending it failed ({exc.strerror}): raise the file-size limit (ulimit -f) "
+                         f"or free space, then run `dlnm resume {path}` again") from exc
+    return size
+
+
 def resume(path, *, progress=None, checkpoint_every=60.0):
     """Continue a stored run from its last checkpoint; returns the result (as the live run would).
 
@@ -162,6 +228,7 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
     store is returned as is, or, when its bytes were damaged, computed again. The resumed run is
     bitwise identical to an uninterrupted one.
     """
+    check_progress(progress)  # before any work
     path = real_path(store_path(path))  # through a symlink: the file it leads to is locked and rebuilt, the link stays
     check_readable(path)
     checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
@@ -170,9 +237,19 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
         try:
             with signals_held():
                 remove_temporaries(path)
-                repaired = _repair_flags(path)
-                plan = read_plan(path)
+                short = _extend_short_file(path)
+                try:
+                    repaired = _repair_flags(path) or short is not None
+                    plan = read_plan(path)
+                except BaseException:
+                    if short is not None:  # not a store this can repair: leave it as it was
+                        os.truncate(path, short)
+                    raise
                 plan.clean = plan.clean and not repaired
+                if short is not None:
+                    warnings.warn(f"store {path} had {short} bytes of the {os.path.getsize(path)} it records (its "
+                                  "writer was stopped by a file-size limit or a full disk): it is rebuilt from its "
+                                  "committed rows that verify", RuntimeWarning, stacklevel=2)
                 status = int(plan.header.get("status", st.RUNNING))
                 damage = None
                 if plan.clean and status in st.TERMINAL:
@@ -198,6 +275,6 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
         except BaseException:
             lock.release()
             raise
-        return drive_stored(run, writer, flag, bool(progress))
+        return drive_stored(run, writer, flag, auto_progress(progress, work_flops(run)))
 
 

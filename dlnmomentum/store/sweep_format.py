@@ -34,12 +34,14 @@ from ..problem import Problem
 from ..runs.points import ADDED_IN_V2, FIELDS, PARAMETER_FIELDS, SCALAR_FIELDS, VECTOR_FIELDS, flag_attributes
 from .files import (
     READ_ERRORS,
+    UNREPAIRABLE,
     StoreCorruptError,
     StoreError,
     WriterLock,
     attr_str,
     fsync_dir,
     memory_h5,
+    metadata_damaged,
     open_h5,
     open_h5_for_writing,
     read_dataset,
@@ -74,6 +76,9 @@ def grid_chunks(shape, grid_ndim):
 
 
 def _write_failed(path, exc, done):
+    if metadata_damaged(exc):  # not a full disk: the file's structure is damaged, and no resume mends it
+        return StoreCorruptError(f"sweep store {path} cannot be written: it is damaged ({type(exc).__name__}: "
+                                 f"{exc}){UNREPAIRABLE}")
     return StoreError(f"writing sweep store {path} failed ({type(exc).__name__}: {exc}); the {done} points "
                       f"done before are intact: free the space (or fix the cause) and continue with "
                       f"`dlnm sweep --store {path} --resume` (dlnmomentum.resume_sweep)")
@@ -262,7 +267,9 @@ class SweepFile:
         for sel in ds.iter_chunks():
             try:
                 out[sel] = ds[sel]
-            except READ_ERRORS:
+            except READ_ERRORS as exc:
+                if metadata_damaged(exc):  # the chunk index, not a chunk: rewriting chunks cannot mend it
+                    raise read_error(self.path, exc, f"dataset {ds.name}") from exc
                 damaged[sel[:grid]] = True
         return out
 

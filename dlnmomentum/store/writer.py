@@ -142,6 +142,7 @@ class StoreWriter:
                  written=None, pending=None, sequence=0, collect=True, tmp_path=None):
         self.path, self.lock, self.run = path, lock, run
         self.tmp_path = tmp_path  # the file being created, until it becomes ``path``
+        self.created_as = tmp_path  # (kept: HDF5's errors name the file by it)
         self.schema = schema
         self.header = header
         self.f = f
@@ -199,6 +200,11 @@ class StoreWriter:
         if self.failed is not None:
             failed = self.failed
             message = str(failed) if isinstance(failed, StoreError) else f"writing store {self.path} failed: {failed}"
+            if self.created_as:  # HDF5 names the file by the temporary name it was created under
+                message = message.replace(self.created_as, self.path)
+            if not isinstance(failed, StoreError) and self.tmp_path is None:  # the store exists: say how to go on
+                message += (f"\nthe rows committed before are kept: `dlnm resume {self.path}` continues the run once "
+                            "the cause is gone (free space, raise the file-size limit)")
             raise StoreError(message) from failed
 
     def _open_job(self, setup):

@@ -42,7 +42,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 import threading
 import time
 
@@ -50,6 +49,9 @@ import numba
 import numpy as np
 
 from ..driver import deferred_signals
+from ..progress import RUN_STEPS_PER_SECOND
+from ..progress import resolve as resolve_progress
+from ..progress import start as start_progress
 from ..store.files import StoreBusyError, StoreError, to_jsonable
 from ..store.handles import sweep_stopped
 from .execute import begin, execute, make_engine, record
@@ -307,13 +309,8 @@ def _hosts(client):
 
 
 def _bar(progress, total, work, desc):
-    if progress is None:
-        progress = bool(work > 1e8 and sys.stderr.isatty())
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=f"{desc} (dask)", unit="point", dynamic_ncols=True, smoothing=0.1)
+    how = resolve_progress(progress, work / RUN_STEPS_PER_SECOND)
+    return start_progress(how, total=total, desc=f"{desc} (dask)", unit="point")
 
 
 def execute_distributed(client, plan, store, progress, block_size, log, wave_size=None, device="cpu"):

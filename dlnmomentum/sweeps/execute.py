@@ -7,12 +7,14 @@ finished wave and resumes with only the missing points.
 
 import math
 import os
-import sys
 
 import numpy as np
 
 from ..driver import deferred_signals
 from ..kernels.sweep import LW
+from ..progress import RUN_STEPS_PER_SECOND
+from ..progress import resolve as resolve_progress
+from ..progress import start as start_progress
 from ..runs.points import FIELDS
 from ..store.files import StoreBusyError
 from ..store.handles import sweep_stopped
@@ -105,14 +107,9 @@ class CompileAwareBar:
 
 
 def _progress(progress, total, desc, initial=0):
-    if progress is None:
-        progress = bool(total > 1e8 and sys.stderr.isatty())
-    if not progress:
-        return None
-    from tqdm.auto import tqdm
-
-    return CompileAwareBar(tqdm(total=total, initial=initial, desc=desc, unit="run-step", unit_scale=True,
-                                dynamic_ncols=True, smoothing=0.1))
+    how = resolve_progress(progress, total / RUN_STEPS_PER_SECOND)
+    bar = start_progress(how, total=total, initial=initial, desc=desc, unit="run-step")
+    return CompileAwareBar(bar) if how == "bar" else bar  # (log lines measure their rate from the first update)
 
 
 def begin(plan, store):

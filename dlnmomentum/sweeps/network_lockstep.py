@@ -47,6 +47,7 @@ class NetworkLockstep:
         # product form of linear nets ~10 per parameter whatever the samples
         flops = (10.0 if KN.is_product_net(p.relu, b_off, widths) else 6.0 * rows + 4.0) * p.n_params
         self.ns_per_run_step = 0.25 * flops / max(1, numba.get_num_threads())
+        self.run_steps = 0  # run-steps advanced by this engine (for progress)
 
     def run_wave(self, points):
         """Advance the points (flat indices) of one wave to their ends, chunk by chunk.
@@ -107,6 +108,7 @@ class NetworkLockstep:
             chunks += 1
             elapsed = time.perf_counter() - t0
             run_steps = int(STEPS[lanes].sum()) - before
+            self.run_steps += run_steps
             if run_steps > 0 and elapsed > 1e-3:  # (a chunk far shorter than planned must still correct the guess)
                 self.ns_per_run_step = elapsed / run_steps * 1e9
 

@@ -20,6 +20,9 @@ import numpy as np
 
 from ..driver import deferred_signals
 from ..networks import NetworkProblem, deep_linear, teacher_student
+from ..progress import check as check_progress
+from ..progress import resolve as resolve_progress
+from ..progress import start as start_progress
 from ..runs.network import POINT_FIELDS, prepare_network
 from ..runs.network import make_config as make_run_config
 from ..store import network_sweep as store
@@ -147,12 +150,13 @@ def _threads(threads, pending):
     return max(1, min(threads, numba.config.NUMBA_NUM_THREADS, max(pending, 1)))
 
 
-def execute(plan, path, threads=None, wave_size=None, log=None):
+def execute(plan, path, threads=None, wave_size=None, log=None, progress=None):
     """Run the pending points of ``plan`` (all, or those not done in the store at ``path``).
 
     Waves of ``wave_size`` points (default :func:`.network_lockstep.default_wave_size`) run on the
     lockstep engine with ``threads`` Numba threads; after every chunk the points that ended are
     written to the store and Ctrl-C/SIGTERM are checked (an interrupted wave drops its running points).
+    ``progress`` as in :func:`dlnmomentum.progress.resolve`, over run-steps.
     """
     data = plan.empty_data()
     done = np.zeros(plan.shape, dtype=bool)
@@ -168,12 +172,22 @@ def execute(plan, path, threads=None, wave_size=None, log=None):
     interrupted = False
     written = 0
     previous_threads = numba.get_num_threads()
+    steps = plan.config["steps"]
+    bar = None
     with deferred_signals() as flag:
         try:
             numba.set_num_threads(nthreads)  # restored below (the setting is per calling thread)
             engine = NetworkLockstep(plan)
+            total = steps * len(pending)
+            bar = start_progress(resolve_progress(progress, engine.ns_per_run_step * 1e-9 * total),
+                                 total=total, desc=f"{plan.config['kind']} network sweep", unit="run-step")
+            seen = 0
             for start in range(0, len(pending), size):
                 for finished, results in engine.run_wave(pending[start:start + size]):  # after every chunk
+                    if bar is not None:  # the steps run, and those a point that ended early will not need
+                        credit = sum(steps - int(r["steps_done"]) for r in results)
+                        bar.update(engine.run_steps - seen + credit)
+                        seen = engine.run_steps
                     if finished:
                         index = np.unravel_index(np.asarray(finished), plan.shape)
                         values = {name: np.asarray([r[name] for r in results], dtype=dtype)
@@ -198,14 +212,17 @@ def execute(plan, path, threads=None, wave_size=None, log=None):
             raise sweep_stopped(exc, path, done, network=True) from exc
         finally:
             numba.set_num_threads(previous_threads)
+            if bar is not None:
+                bar.close()
     # a stop request that came with the last points is no interruption: the sweep is complete
     return data, done, interrupted and not done.all()
 
 
 def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol=None, batch_size=None,
                   replace=False, store_path=None, resume=False, overwrite=False, threads=None, wave_size=None,
-                  log=None):
+                  log=None, progress=None):
     """MGD/SMGD on a network problem over a (β, γ) grid (the engine of :func:`dlnmomentum.networks_sweep`)."""
+    check_progress(progress)  # before any work
     config, problem = make_config(problem_or_spec, gammas, betas, steps, reps, seed, tol, batch_size, replace)
     resume, overwrite = as_bool("resume", resume), as_bool("overwrite", overwrite)  # "no" is not False
     path = None if store_path is None else real_path(as_store_path(store_path))  # a symlink: the file it leads to
@@ -213,7 +230,7 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
     if path is None:
         if resume:
             raise ValueError("resume=True needs a store")
-        data, done, interrupted = execute(plan, None, threads, wave_size, log)
+        data, done, interrupted = execute(plan, None, threads, wave_size, log, progress)
         sw = Sweep(DIMS, plan.coords(), data, done, config)
         sw.interrupted = interrupted
         return sw
@@ -238,7 +255,7 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
                                        "overwrite=True to replace it")
         if not os.path.exists(path):
             store.create(path, config, DIMS, plan.coords(), plan.shape, problem)
-        _, _, interrupted = execute(plan, path, threads, wave_size, log)
+        _, _, interrupted = execute(plan, path, threads, wave_size, log, progress)
     finally:
         lock.release()
     sw = open_networks_sweep(path)
@@ -269,8 +286,9 @@ def open_networks_sweep(path):
     return Sweep(DIMS, plan.coords(), data, done, config, path=path)
 
 
-def resume_networks_sweep(path, *, threads=None, wave_size=None, log=None):
+def resume_networks_sweep(path, *, threads=None, wave_size=None, log=None, progress=None):
     """Continue the network sweep stored at ``path`` (only missing points run)."""
+    check_progress(progress)
     path = real_path(as_store_path(path))  # through a symlink: the file it leads to is locked and written
     if not os.path.exists(path):
         raise FileNotFoundError(f"network sweep store {path} does not exist")
@@ -281,7 +299,7 @@ def resume_networks_sweep(path, *, threads=None, wave_size=None, log=None):
         config, problem, _, _ = store.read(path)
         config.pop("sessions", None)
         plan = NetworkPlan(config, problem)
-        _, _, interrupted = execute(plan, path, threads, wave_size, log)
+        _, _, interrupted = execute(plan, path, threads, wave_size, log, progress)
     finally:
         lock.release()
     sw = open_networks_sweep(path)

@@ -131,3 +131,79 @@ def test_writes_failing_in_a_wave_keep_the_points_before(tmp_path, fresh, budget
                               "--no-progress"], capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=ROOT)
     assert resumed.returncode == 0, resumed.stderr
     assert_same_sweep(path, fresh)
+
+
+# -- resuming a crashed run store, and figure stores, on a full disk (issue 23 B8) ----------------------------
+
+@pytest.fixture(scope="module")
+def crashed_run(tmp_path_factory):
+    """A run store whose writer was SIGKILLed after 12 of 40 chunks (with its checkpoints and stale lock), and
+    the uninterrupted run's result."""
+    from store_checks import SPEC, run_helper, stored_reference
+
+    reference, _ = stored_reference(tmp_path_factory)
+    path = tmp_path_factory.mktemp("crashed") / "crashed.h5"
+    out = run_helper(dict(SPEC, path=str(path), action="run", kill={"point": "chunk", "count": 12, "signal": "KILL"}))
+    assert out.returncode == -9, out.stderr
+    assert os.path.exists(f"{path}.lock")  # killed: the lock is left, and the file is rebuilt on resume
+    return path, reference
+
+
+@needs_tmpfs
+@pytest.mark.parametrize("room", [0, 0.5], ids=["no-room", "half-a-store"])
+def test_resuming_a_crashed_store_on_a_full_disk_then_room_made(tmp_path, crashed_run, room):
+    """Before: exit -11/139 (HDF5 failing to flush its rebuilt copy crashed at close) or a traceback, a stale lock
+    and a ``.rebuild<pid>.tmp`` left. Now: a clear error, the store as it was, and resume works with room."""
+    from store_checks import assert_same_result
+
+    path, reference = crashed_run
+    leave = int(room * os.path.getsize(path))
+    report, copied = on_small_tmpfs(tmp_path, size="1m", copy_in=str(path), fill_before=leave, grow="64m",
+                                    first=["resume", "{store}", "--no-progress"],
+                                    then=["resume", "{store}", "--no-progress"])
+    assert_clear_error(report["first"])
+    assert "dlnm resume" in report["first"]["errors"][-1], report  # says what to do next
+    assert report["first"]["files"] == ["filler", "s.h5", "s.h5.ckpt", "s.h5.ckpt.prev"], report
+    assert report["then"]["rc"] == 0, report
+    assert_same_result(reference, dm.open_store(copied).result)
+
+
+@pytest.fixture(scope="module")
+def tiny_quadratic(tmp_path_factory):
+    """The sizes of the tiny ``quadratic`` figure's files (store, PNG, PDF), written on a disk with room."""
+    out = tmp_path_factory.mktemp("figure")
+    run = subprocess.run([sys.executable, "-m", "dlnmomentum", "figure", "quadratic", "--tiny", "--out", str(out)],
+                         capture_output=True, text=True, timeout=TIMEOUT, env=ENV, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    return {ext: os.path.getsize(out / f"quadratic.{ext}") for ext in ("h5", "png", "pdf")}
+
+
+FIGURE = ["figure", "quadratic", "--tiny", "--out", "{mnt}"]
+
+
+def _kib(nbytes):
+    return f"{-(-nbytes // 4096) * 4 + 8}k"  # whole 4 KiB pages, and two spare
+
+
+@needs_tmpfs
+@pytest.mark.parametrize("fails", ["h5", "png", "pdf"])
+def test_figure_on_a_full_disk(tmp_path, tiny_quadratic, fails):
+    """Before: a ``RuntimeError`` traceback from HDF5 (exit 1) leaving ``quadratic.h5.creating``, or
+    ``[Errno 28] No space left on device`` naming no file, or a ``zlib.error`` traceback from the PDF writer.
+    Now: exit 2 naming the file that could not be written, nothing half-written left, and what to run next."""
+    sizes = tiny_quadratic
+    room = {"h5": sizes["h5"] // 2, "png": sizes["h5"] + sizes["png"] // 2,
+            "pdf": sizes["h5"] + sizes["png"] + sizes["pdf"] // 2}[fails]
+    report, _ = on_small_tmpfs(tmp_path, size=_kib(room), first=FIGURE, grow="64m",
+                               then=["plot", "{mnt}/quadratic.h5"] if fails != "h5" else FIGURE)
+    first = report["first"]
+    assert first["rc"] == 2, report
+    error = first["errors"][-1]
+    assert f"quadratic.{fails}" in error and "No space left on device" in error, report
+    assert "Traceback" not in "\n".join(first["errors"]), report
+    kept = {"h5": [], "png": ["quadratic.h5"], "pdf": ["quadratic.h5", "quadratic.png"]}[fails]
+    assert first["files"] == kept, report  # no .creating, no half-written image
+    if fails != "h5":
+        assert "dlnm plot" in error, report
+    assert report["then"]["rc"] == 0, report
+    assert sorted(report["then"]["files"]) == ["quadratic.h5", "quadratic.pdf", "quadratic.png"], report

@@ -1,0 +1,369 @@
+"""The texts of every figure, not its pixels: axis labels, legends, λ level-line labels, text boxes, counts.
+
+Every figure of :data:`dlnmomentum.figures.FIGURES` is computed once at ``tiny`` size into a temporary folder
+and drawn (``fig.canvas.draw()``: the layout done, every text placed) as :func:`dlnmomentum.figures.plot_store`
+draws it. The checks read the drawn matplotlib objects:
+
+* every axes (not a colour bar) has an x and a y label (a twin shares its partner's x label), and no label,
+  title or legend entry is a raw identifier (an underscore outside math, ``delta inf norm``);
+* every legend holds exactly the entries expected of its figure, in a readable font;
+* every λ = γ/(1-β)² level line drawn over a heatmap (found by its geometry: γ/(1-β)² constant along it) has
+  one label naming its λ, placed on it, and no two labels overlap;
+* text boxes and legends of Figure 1 cover none of its curves or markers;
+* ``mgd-vs-mgf``'s legend counts the diverged runs the stored summary counts (on a store where runs and
+  (β, λ) points differ);
+* log axes have readable decade ticks; ``crossings`` draws the sign changes without an offset.
+"""
+
+import json
+import re
+import shutil
+
+import h5py
+import numpy as np
+import pytest
+
+from dlnmomentum.figures import FIGURES, common, compute_figure, designs, mgf_lambda
+from dlnmomentum.status import Status
+
+#: Names of sweep fields written out that a label must not show (the label table has the real names).
+RAW = ("delta inf", "l1 norm", "normalized distance", "theta0", "lam central", "lambda central", "prediction gap",
+       "+ 0.5")
+#: Smallest legend font (points) read at the saved 130 dpi.
+MIN_LEGEND_FONT = 7.0
+
+
+# -- drawing each tiny figure once ----------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def tiny_stores(tmp_path_factory):
+    """Every figure's store at tiny size (sweeps shared through one parts folder: about 10 s)."""
+    out = tmp_path_factory.mktemp("figure-texts")
+    for name in FIGURES:
+        compute_figure(name, "tiny", str(out), log=lambda *args: None)
+    return out
+
+
+def draw(path):
+    """The figure of the store at ``path``, drawn as :func:`dlnmomentum.figures.plot_store` draws it."""
+    plt = common.pyplot()
+    with h5py.File(path, "r") as h5:
+        name, size, setting, _ = common.read_attrs(h5)
+        module = FIGURES[name]
+        fig = plt.figure(figsize=getattr(module, "FIGSIZE", (10.0, 5.0)), constrained_layout=True)
+        module.plot(h5, fig)
+        if setting:
+            common.suptitle(fig, module.TITLE, setting, size)
+    fig.canvas.draw()
+    return fig
+
+
+@pytest.fixture(scope="session")
+def drawn(tiny_stores):
+    """name -> the drawn figure, each drawn once (closed at the end of the session)."""
+    plt = common.pyplot()
+    figs = {}
+
+    def get(name):
+        if name not in figs:
+            figs[name] = draw(tiny_stores / f"{name}.h5")
+        return figs[name]
+
+    yield get
+    for fig in figs.values():
+        plt.close(fig)
+
+
+def _summary(path):
+    with h5py.File(path, "r") as h5:
+        return common.read_attrs(h5)[3]
+
+
+def _plain(text):
+    """``text`` without its mathtext parts (``$x_{4k}$`` is math, not an identifier)."""
+    return re.sub(r"\$[^$]*\$", "", text)
+
+
+def _raw(text):
+    plain = _plain(text)
+    return "_" in plain or any(word in plain.lower() for word in RAW)
+
+
+def _plot_axes(fig):
+    return [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+
+
+def _legends(fig):
+    """Every legend: those of the axes in order, then the figure's."""
+    return [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None] + list(fig.legends)
+
+
+# -- labels -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_every_axes_is_labelled_without_raw_identifiers(drawn, name):
+    fig = drawn(name)
+    axes = _plot_axes(fig)
+    assert axes
+    for ax in axes:
+        for which in ("x", "y"):
+            label = getattr(ax, f"get_{which}label")()
+            if not label.strip():  # a twin (mgf-lambda's second y axis) shares its partner's label
+                shared = ax.get_shared_x_axes() if which == "x" else ax.get_shared_y_axes()
+                partners = [o for o in axes if o is not ax and shared.joined(ax, o)]
+                label = next((getattr(o, f"get_{which}label")() for o in partners
+                              if getattr(o, f"get_{which}label")().strip()), "")
+            assert label.strip(), (name, which, ax.get_title())
+            assert not _raw(label), (name, which, label)
+        assert not _raw(ax.get_title()), (name, ax.get_title())
+    for ax in fig.axes:  # colour bars too
+        for label in (ax.get_xlabel(), ax.get_ylabel()):
+            assert not _raw(label), (name, label)
+
+
+# -- legends ------------------------------------------------------------------------------------------
+
+NOT_CONVERGED = rf"^not at train loss ≤ {designs.FIT_TOL:g}$"
+OFF_SCALE = r"^not converged, off scale: ▲▼ at the axis edge$"
+
+
+def _betas(path, group):
+    with h5py.File(path, "r") as h5:
+        return [float(b) for b in h5[group]["beta"][()]]
+
+
+def expected_legends(name, path):
+    """Each legend of figure ``name``: ``[(pattern, required), ...]``; every entry matches one pattern."""
+    band = "^" + re.escape(mgf_lambda.BAND_LABEL) + "$"
+    if name == "quadratic":
+        return [[(r"^GF \(exact\)$", True), (r"^GD\(γ\), λ = 0\.01: ", True), (r"^GD\(4γ\), λ = 0\.04: ", True)],
+                [(r"^MGF\(λ = 1\) \(exact\)$", True), (r"^MGD\(γ, β\), λ = 1: ", True),
+                 (r"^MGD\(4γ, 1-2\(1-β\)\), λ = 1: ", True), (r"^MGD\(4γ, β²\), λ = 1\.11: ", True)],
+                [(r"^GD\(γ\): γ=0\.01, β=0$", True), (r"^GD\(4γ\): γ=0\.04, β=0$", True),
+                 (r"^MGD\(γ, β\): γ=0\.01, β=0\.9$", True), (r"^MGD\(4γ, β²\): γ=0\.04, β=0\.81$", True),
+                 (r"^MGD\(4γ, 1-2\(1-β\)\): γ=0\.04, β=0\.8$", True), (r"^MGD\(γ, β\) at 2k$", True),
+                 (r"^GD\(γ\) at 4k$", True)]]
+    if name == "mgf-lambda":
+        small = re.escape(f", λ ≤ {mgf_lambda.SMALL_LAM_MAX:g}") + "$"
+        return [[("^test loss$", True), ("^‖Δ∞‖₂$", True), (r"^App\. C\.4: Δ∞ ≈ Δ₀·exp\(-2λ∫∇L²\)" + small, True),
+                 (r"^main text: Δ∞² ≈ Δ₀²·exp\(-2λ∫∇L²\)" + small, True), (band, False), (NOT_CONVERGED, False)]]
+    if name == "mgd-grid":
+        return [[("^no sign change$", False), (NOT_CONVERGED, False)]]
+    if name == "mgd-mgf-grid":
+        return [[(NOT_CONVERGED, False)]]
+    if name in ("mgd-vs-mgf", "data-mean"):
+        group = "mgd" if name == "mgd-vs-mgf" else "mu=1/mgd"
+        entries = [(r"^MGF\(λ\)$", True)] + [(f"^MGD, β = {b:g}$", True) for b in _betas(path, group)]
+        entries += [(NOT_CONVERGED, False), (OFF_SCALE, False)]
+        if name == "data-mean":
+            entries.append((r"^GF \(λ = 0\)$", True))
+        return [entries]
+    if name == "mgf-triple":
+        return [[(band, False), (NOT_CONVERGED, False), (r"^the paper's bound 0\.01$", True)]]
+    if name == "lambda-collapse":
+        return [[(NOT_CONVERGED, False), (r"^MGF\(λ\)$", True)]]
+    if name == "crossings":
+        runs = [f"^{re.escape(what)}, {how}$" for what in ("MGD grid", "MGF λ line")
+                for how in ("no sign change", "sign changes")]
+        return [[(p, False) for p in runs] + [(r"^the paper's bound 0\.01$", True)],
+                [(r"^α² \(the bound without sign changes\)$", True)]]
+    return []  # the network heatmaps: no legend
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_legends_hold_the_expected_readable_entries(drawn, tiny_stores, name):
+    fig = drawn(name)
+    legends = _legends(fig)
+    expected = expected_legends(name, tiny_stores / f"{name}.h5")
+    if len(legends) < len(expected):  # a legend of marks only (mgd-grid's) is left out when nothing is marked
+        expected = [spec for spec in expected if any(required for _, required in spec)]
+    assert len(legends) == len(expected), (name, [[t.get_text() for t in leg.get_texts()] for leg in legends])
+    for legend, patterns in zip(legends, expected, strict=True):
+        texts = [t.get_text() for t in legend.get_texts()]
+        assert texts and all(t.strip() for t in texts), (name, texts)
+        for text in texts:
+            assert not _raw(text), (name, text)
+            matched = [p for p, _ in patterns if re.search(p, text)]
+            assert len(matched) == 1, (name, text, "matches", matched)
+        for pattern, required in patterns:
+            if required:
+                assert any(re.search(pattern, t) for t in texts), (name, pattern, texts)
+        assert len(set(texts)) == len(texts), (name, texts)
+        for t in legend.get_texts() + ([legend.get_title()] if legend.get_title().get_text() else []):
+            assert t.get_fontsize() >= MIN_LEGEND_FONT, (name, t.get_text(), t.get_fontsize())
+    for ax in _plot_axes(fig):  # a shaded band (axvspan) is explained in a legend
+        for patch in ax.patches:
+            assert any(patch.get_label() in [t.get_text() for t in leg.get_texts()] for leg in legends), \
+                (name, patch.get_label())
+
+
+# -- λ level lines ------------------------------------------------------------------------------------
+
+def _lam(x, y):
+    return np.asarray(x, dtype=float) / (1.0 - np.asarray(y, dtype=float)) ** 2
+
+
+def level_lines(ax):
+    """λ of every λ = γ/(1-β)² level line drawn in ``ax`` (a line, or a contour level with a segment)."""
+    from matplotlib.contour import ContourSet
+
+    levels = []
+    for line in ax.lines:
+        if not line.get_visible():
+            continue
+        x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+        keep = np.isfinite(x) & np.isfinite(y) & (y < 1)
+        if keep.sum() >= 2:
+            lam = _lam(x[keep], y[keep])
+            if np.ptp(np.log(lam)) < 1e-9:
+                levels.append(float(lam[0]))
+    for cs in ax.collections:
+        if isinstance(cs, ContourSet):
+            levels += [float(v) for v, segs in zip(cs.levels, cs.allsegs, strict=True)
+                       if any(len(s) >= 2 for s in segs)]
+    return levels
+
+
+def _lambda_texts(ax):
+    from matplotlib.text import Text
+
+    out = []
+    for t in ax.findobj(Text):
+        m = re.fullmatch(r"\s*λ\s*=\s*([0-9.eE+-]+)\s*", t.get_text())
+        if m and t.get_visible():
+            out.append((float(m.group(1)), t))
+    return out
+
+
+HEATMAPS = [name for name in FIGURES if name in ("mgd-grid", "mgd-mgf-grid", "teacher-student", "deep-linear")]
+
+
+@pytest.mark.parametrize("name", HEATMAPS)
+def test_every_level_line_has_one_label_on_it_and_labels_do_not_overlap(drawn, name):
+    from matplotlib.collections import QuadMesh
+
+    fig = drawn(name)
+    renderer = fig.canvas.get_renderer()
+    heatmaps = [ax for ax in _plot_axes(fig) if any(isinstance(c, QuadMesh) for c in ax.collections)]
+    assert heatmaps
+    for ax in heatmaps:
+        levels = level_lines(ax)
+        assert len(levels) >= 2, (name, levels)
+        texts = _lambda_texts(ax)
+        for lam in levels:
+            labels = [t for value, t in texts if np.isclose(value, lam, rtol=0.05)]
+            assert len(labels) == 1, (name, lam, [t.get_text() for _, t in texts])
+            x, y = labels[0].get_position()
+            assert np.isclose(_lam(x, y), lam, rtol=0.05), (name, lam, (x, y))  # on its line
+        assert len(texts) == len(levels), (name, levels, [t.get_text() for _, t in texts])
+        boxes = [t.get_window_extent(renderer) for _, t in texts]
+        frame = ax.bbox
+        for i, box in enumerate(boxes):
+            assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, \
+                (name, texts[i][1].get_text())
+            for j in range(i):
+                assert not box.overlaps(boxes[j]), (name, texts[i][1].get_text(), texts[j][1].get_text())
+
+
+# -- Figure 1: boxes clear of the data ------------------------------------------------------------------
+
+def test_quadratic_text_boxes_and_legends_cover_no_curve(drawn):
+    from matplotlib.text import Text
+
+    fig = drawn("quadratic")
+    renderer = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), t.get_bbox_patch().get_window_extent(renderer)) for t in fig.findobj(Text)
+             if t.get_bbox_patch() is not None and t.get_visible() and t.get_text().strip()]
+    boxes += [(" / ".join(t.get_text() for t in leg.get_texts()), leg.get_window_extent(renderer))
+              for leg in _legends(fig)]
+    assert len(boxes) >= 4  # the claims' box and three legends
+    for ax in _plot_axes(fig):
+        for line in ax.lines:
+            xy = np.column_stack(line.get_data())
+            pts = line.get_transform().transform(xy)
+            pts = pts[np.isfinite(pts).all(axis=1)]
+            for what, box in boxes:
+                inside = ((pts[:, 0] > box.x0) & (pts[:, 0] < box.x1) & (pts[:, 1] > box.y0) & (pts[:, 1] < box.y1))
+                assert not inside.any(), (what[:60], line.get_label(), int(inside.sum()))
+
+
+# -- counts: the legend says what the summary counts ----------------------------------------------------
+
+def _legend_count(fig):
+    (legend,) = _legends(fig)
+    m = re.search(r"diverged runs: (\d+) of (\d+)", legend.get_title().get_text())
+    assert m, legend.get_title().get_text()
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_mgd_vs_mgf_legend_counts_the_diverged_runs_of_the_summary(drawn, tiny_stores, tmp_path):
+    summary = _summary(tiny_stores / "mgd-vs-mgf.h5")["mgd"]
+    assert _legend_count(drawn("mgd-vs-mgf")) == (summary["status"].get("diverged", 0), summary["points"])
+
+    # two replications, one point with both diverged and one with one of two: 3 runs in 2 (β, λ) points
+    path = tmp_path / "mgd-vs-mgf.h5"
+    shutil.copy(tiny_stores / "mgd-vs-mgf.h5", path)
+    with h5py.File(path, "r+") as h5:
+        sw = common.get_sweep(h5, "mgd")
+        data = {k: np.concatenate([v, v]) for k, v in sw.data.items() if k not in sw.dims}
+        status = data["status"]
+        status[status == Status.DIVERGED] = Status.MAX_STEPS  # (its fields stay NaN: not drawn either way)
+        status[:, 0, 0] = Status.DIVERGED
+        status[1, 1, 1] = Status.DIVERGED
+        coords = dict(sw.coords, rep=np.arange(2)) if "rep" in sw.coords else dict(sw.coords)
+        doubled = type(sw)(sw.dims, coords, data, np.concatenate([sw.done, sw.done]), sw.config)
+        del h5["mgd"]
+        common.put_sweep(h5, "mgd", doubled)
+        stored = json.loads(h5.attrs["summary"])
+        stored["mgd"] = common.summarize({"mgd": doubled}, designs.FIT_TOL)["mgd"]
+        h5.attrs["summary"] = json.dumps(stored)
+    assert stored["mgd"]["status"]["diverged"] == 3
+    fig = draw(path)
+    try:
+        assert _legend_count(fig) == (3, stored["mgd"]["points"])
+    finally:
+        common.pyplot().close(fig)
+
+
+# -- axes and curves --------------------------------------------------------------------------------------
+
+NICE_STRIDES = (1, 2, 3, 4, 5, 10, 20, 25, 50, 100)
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_log_axes_have_readable_decade_ticks(drawn, name):
+    for ax in _plot_axes(drawn(name)):
+        for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if axis.get_scale() != "log":
+                continue
+            lo, hi = sorted(lim)
+            ticks = np.array([t for t in axis.get_majorticklocs() if lo <= t <= hi])
+            exps = np.log10(ticks)
+            decades = exps[np.isclose(exps, np.round(exps))]
+            if decades.size >= 2:
+                strides = set(np.round(np.diff(decades)).astype(int).tolist())
+                assert strides <= set(NICE_STRIDES), (name, ax.get_title(), strides)
+
+
+def test_crossings_counts_sign_changes_without_an_offset(drawn):
+    fig = drawn("crossings")
+    for ax in _plot_axes(fig):
+        assert ax.get_xscale() in ("symlog", "linear"), ax.get_xscale()
+        assert "sign changes" in ax.get_xlabel() and "+" not in _plain(ax.get_xlabel())
+        xs = np.concatenate([np.asarray(c.get_offsets())[:, 0] for c in ax.collections if len(c.get_offsets())])
+        assert np.all(xs == np.round(xs)) and xs.min() >= 0  # the counts themselves
+
+
+def test_mgf_lambda_small_lambda_curves_stay_in_their_range(drawn, tiny_stores):
+    fig = drawn("mgf-lambda")
+    curves = [line for ax in fig.axes for line in ax.lines if "exp(-2λ" in line.get_label()]
+    assert len(curves) == 2
+    for line in curves:
+        assert np.max(line.get_xdata()) <= mgf_lambda.SMALL_LAM_MAX
+        assert f"λ ≤ {mgf_lambda.SMALL_LAM_MAX:g}" in line.get_label()
+
+
+def test_lambda_collapse_defines_lambda_central(drawn):
+    labels = [ax.get_xlabel() for ax in _plot_axes(drawn("lambda-collapse"))]
+    central = [label for label in labels if "central" in label]
+    assert len(central) == 2 and all("(1+β)γ/(2(1-β)²)" in label for label in central), labels
