@@ -23,8 +23,8 @@ KERNELS_DIR = os.path.join(ROOT, "kernels")
 
 #: Layer of each top-level part of the package (higher may import lower or equal, never higher).
 LAYERS = {"cli": 5, "__main__": 5, "figures": 5, "api": 4, "store": 3, "sweeps": 3, "runs": 2,
-          "driver": 1, "progress": 1, "results": 1, "problem": 1, "networks": 1, "record": 1, "status": 1, "theory": 1, "validate": 1,
-          "plots": 1, "kernels": 0}
+          "driver": 1, "progress": 1, "results": 1, "problem": 1, "networks": 1, "record": 1, "status": 1,
+          "theory": 1, "validate": 1, "plots": 1, "kernels": 0}
 
 
 def _modules():

@@ -367,3 +367,42 @@ def test_lambda_collapse_defines_lambda_central(drawn):
     labels = [ax.get_xlabel() for ax in _plot_axes(drawn("lambda-collapse"))]
     central = [label for label in labels if "central" in label]
     assert len(central) == 2 and all("(1+β)γ/(2(1-β)²)" in label for label in central), labels
+
+
+def test_setting_lines_read_as_words():
+    """The titles' setting lines: no raw identifiers (``stop_tol=``, ``t_max=``) and plain exponents."""
+    from dlnmomentum.figures import FIGURES, common
+
+    for name, module in FIGURES.items():
+        if not hasattr(module, "setting"):
+            continue
+        for size in module.SIZES:
+            text = common.setting_text(module.setting(size))
+            assert "_" not in text and "e+" not in text and "e-0" not in text, (name, size, text)
+
+
+def test_a_drawing_bug_is_not_reported_as_a_damaged_store(tmp_path, monkeypatch):
+    """``dlnm plot`` used to call any ``ValueError`` raised while drawing "the file is damaged"; an error raised
+    by HDF5 reading the store still is one, naming the file."""
+    import h5py
+
+    from dlnmomentum.figures import FIGURES, compute_figure, plot_store
+    from dlnmomentum.store.files import StoreCorruptError
+
+    path, _ = compute_figure("quadratic", "tiny", out=str(tmp_path), log=lambda *a: None)
+
+    def broken(h5, fig):
+        raise ValueError("a bug in the drawing code")
+
+    monkeypatch.setattr(FIGURES["quadratic"], "plot", broken)
+    with pytest.raises(ValueError, match="a bug in the drawing code"):
+        plot_store(path)
+
+    def reads_a_missing_dataset(h5, fig):
+        h5["no such dataset"]
+
+    monkeypatch.setattr(FIGURES["quadratic"], "plot", reads_a_missing_dataset)
+    with pytest.raises(StoreCorruptError, match="quadratic.h5"):
+        plot_store(path)
+    with h5py.File(path, "r") as f:  # (the store itself is fine)
+        assert f.attrs["kind"] == "figure"

@@ -30,7 +30,7 @@ import os
 
 import h5py
 
-from ..store.files import attr_str, open_h5, reading
+from ..store.files import READ_ERRORS, attr_str, open_h5, read_error, reading
 from ..validate import as_store_path
 from . import (
     common,
@@ -95,11 +95,17 @@ def plot_store(path, out=None):
     h5, _ = open_h5(path)
     fig = None
     try:
-        with h5, reading(path):
-            name, size, setting, _ = common.read_attrs(h5)
+        with h5:
+            with reading(path):
+                name, size, setting, _ = common.read_attrs(h5)
             module = figure_module(name)
             fig = plt.figure(figsize=getattr(module, "FIGSIZE", (10.0, 5.0)), constrained_layout=True)
-            module.plot(h5, fig)
+            try:
+                module.plot(h5, fig)
+            except READ_ERRORS as exc:  # raised by HDF5 reading the store: damage; by the drawing: a bug, as is
+                if not _raised_by_h5py(exc):
+                    raise
+                raise read_error(path, exc, "the figure's data") from exc
             if setting:  # (a module without a setting function titles its figure itself: quadratic)
                 common.suptitle(fig, module.TITLE, setting, size)
         try:  # after the store is closed: an image that cannot be written is not a damaged store
@@ -110,6 +116,17 @@ def plot_store(path, out=None):
     finally:
         if fig is not None:
             plt.close(fig)
+
+
+def _raised_by_h5py(exc):
+    """True when ``exc`` was raised inside h5py (reading the file), not by the drawing code."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    parts = tb.tb_frame.f_code.co_filename.replace("\\", "/").split("/")  # (h5py's Cython frames: "h5py/h5o.pyx")
+    return "h5py" in parts[:-1]
 
 
 class FigureStore:

@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import time
 
 import numpy as np
@@ -149,17 +150,30 @@ def mean_over_reps(sw, field, mask=None):
 
 # -- the store file -----------------------------------------------------------------------------------
 
+#: How a setting key reads in a title: a template for ``{v}`` (the value), or a symbol written ``symbol=value``.
+SETTING_WORDS = {"mu": "μ={v}", "sigma": "σ={v}", "alpha": "α={v}", "stop_tol": "stop at train loss {v}",
+                 "fit_tol": "fit: train loss ≤ {v}", "tol": "stop at train loss {v}", "steps": "MGD ≤ {v} steps",
+                 "steps_cap": "≤ {v} steps", "epochs": "{v} epochs", "t_max": "MGF t ≤ {v}",
+                 "n_test": "{v} test points", "seed": "seeds {v}", "widths": "widths {v}"}
+
+
 def setting_text(setting):
-    """One title line from a setting dict (n, d, s, μ, σ, α, horizon, tolerance, reps, seeds)."""
-    names = {"mu": "μ", "sigma": "σ", "alpha": "α", "reps": "reps", "tol": "tol", "steps": "steps",
-             "t_max": "t_max", "seed": "seed"}
+    """One title line from a setting dict (n, d, s, μ, σ, α, horizon, tolerance, reps, seeds), in words
+    (:data:`SETTING_WORDS`; another key reads ``key=value`` with spaces for underscores)."""
+    def number(v):  # 1e-08 -> 1e-8, 2000000 -> 2e6
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            return str(v)
+        if isinstance(v, (int, np.integer)):
+            exp = len(str(abs(int(v)))) - 1
+            mantissa = int(v) / 10**exp
+            return f"{mantissa:g}e{exp}" if exp >= 5 and round(mantissa, 1) == mantissa else str(v)
+        return re.sub(r"e([+-])0*(\d)", lambda m: "e" + ("-" if m.group(1) == "-" else "") + m.group(2), f"{v:g}")
+
     parts = []
     for key, value in setting.items():
-        if isinstance(value, float):
-            value = f"{value:g}"
-        elif isinstance(value, (list, tuple)):
-            value = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
-        parts.append(f"{names.get(key, key)}={value}")
+        value = ",".join(map(number, value)) if isinstance(value, (list, tuple)) else number(value)
+        template = SETTING_WORDS.get(key, key.replace("_", " ") + "={v}")
+        parts.append(template.format(v=value))
     return ", ".join(parts)
 
 

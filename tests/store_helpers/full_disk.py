@@ -4,7 +4,8 @@ Usage: ``unshare -rm python full_disk.py SPEC_JSON`` (a private mount namespace:
 process and its children only, and goes away with them). The spec holds
 
 * ``mnt``: an empty directory to mount the tmpfs on; ``size``: its size (``"32k"``);
-* ``first``: the ``dlnm`` arguments of the first command; ``{store}`` stands for ``<mnt>/s.h5``, ``{mnt}`` for the mount point;
+* ``first``: the ``dlnm`` arguments of the first command; ``{store}`` stands for ``<mnt>/s.h5``, ``{mnt}`` for
+  the mount point;
 * ``copy_in``: optional path of a store to copy to ``<mnt>/s.h5`` before the first command, with its side
   files (``PATH.ckpt``, ``PATH.lock`` ... become ``s.h5.ckpt``, ``s.h5.lock`` ...);
 * ``fill_before``: optional N: fill the disk before the first command, leaving N bytes free (0: to the last
