@@ -14,7 +14,7 @@ import numpy as np
 
 from .kernels import networks as KN
 from .problem import sparse_regression
-from .validate import as_array, as_float, as_int
+from .validate import as_array, as_bool, as_float, as_int
 
 #: Activations of the hidden layers.
 ACTIVATIONS = ("relu", "linear")
@@ -232,17 +232,27 @@ def _gaussian_params(rng, widths, biases, std, bias_std):
     return np.concatenate(parts)
 
 
-def teacher_student(n=15, d=2, teacher_width=5, student_width=20, n_test=1000, seed=0):
+def teacher_student(n=15, d=2, teacher_width=5, student_width=20, n_test=1000, seed=0, init_scale=1.0,
+                    hidden_bias=True, output_bias=False):
     r"""The paper's teacher-student problem (Figure 2): one-hidden-layer ReLU networks on Gaussian inputs.
 
     Inputs :math:`x \sim \mathcal N(0, I_d)`; targets :math:`y = f_{\text{teacher}}(x)` with
-    :math:`f(x) = \sum_j a_j\,\mathrm{relu}(\langle w_j, x\rangle + b_j)`.
+    :math:`f(x) = \sum_j a_j\,\mathrm{relu}(\langle w_j, x\rangle + b_j) + c`.
 
-    Bias choice: **hidden biases, no output bias**, for teacher and student alike (widths
-    ``(d, width, 1)``, flat layout ``W_0 (d, width), b_0 (width), W_1 (width, 1)``).
-    Teacher: every weight and bias ~ N(0, 1). Student initialisation: ``W_0 ~ N(0, 1/d)``,
-    ``b_0 ~ N(0, 1/d)``, ``W_1 ~ N(0, 1/width)``. Everything (data, teacher, student
-    initialisation) is fixed by ``seed``, drawn in that order from ``numpy.random.default_rng(seed)``.
+    The paper fixes the widths, the inputs and the square loss; the rest are this function's choices:
+
+    - ``hidden_bias``, ``output_bias`` (default: hidden biases ``b_j``, no output bias ``c``): one choice
+      for teacher and student alike (widths ``(d, width, 1)``, flat layout ``W_0 (d, width)``, then
+      ``b_0 (width)`` if ``hidden_bias``, ``W_1 (width, 1)``, then ``b_1 (1)`` if ``output_bias``).
+    - Teacher: every weight and bias ~ N(0, 1).
+    - Student initialisation: ``W_0 ~ N(0, s²/d)``, ``W_1 ~ N(0, s²/width)``, every bias ~ N(0, s²/d),
+      with ``s = init_scale`` (> 0; default 1).
+    - Everything (data, test data, teacher, student initialisation) is fixed by ``seed``, drawn in that
+      order from ``numpy.random.default_rng(seed)``. The defaults give the problem of dlnmomentum 0.6
+      bit for bit; a bias choice changes how many numbers the teacher takes from the stream, so the
+      student's initialisation with it differs from the default one even at ``init_scale = 1``.
+
+    ``params`` (kept by stores) records every argument.
     """
     n = as_int("n", n, low=1)
     d = as_int("d", d, low=1)
@@ -250,20 +260,25 @@ def teacher_student(n=15, d=2, teacher_width=5, student_width=20, n_test=1000, s
     student_width = as_int("student_width", student_width, low=1)
     n_test = as_int("n_test", n_test, low=0)
     seed = as_int("seed", seed, low=0)
+    init_scale = as_float("init_scale", init_scale, low=0.0, low_open=True)
+    hidden_bias = as_bool("hidden_bias", hidden_bias)
+    output_bias = as_bool("output_bias", output_bias)
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d))
     X_test = rng.standard_normal((n_test, d))
-    biases = (True, False)
+    biases = (hidden_bias, output_bias)
     t_widths = (d, teacher_width, 1)
     teacher = _gaussian_params(rng, t_widths, biases, lambda layer: 1.0, 1.0)
     s_widths = (d, student_width, 1)
-    params0 = _gaussian_params(rng, s_widths, biases, lambda layer: 1.0 / np.sqrt(s_widths[layer]),
-                               1.0 / np.sqrt(d))
+    # (init_scale multiplies the standard deviations: at 1 the draws are those of 0.6, unscaled)
+    params0 = _gaussian_params(rng, s_widths, biases, lambda layer: init_scale / np.sqrt(s_widths[layer]),
+                               init_scale / np.sqrt(d))
     t = NetworkProblem(X, np.zeros(n), None, None, t_widths, biases, "relu", teacher)
     y = t.output(teacher)
     y_test = t.output(teacher, X_test) if n_test else None
     params = dict(generator="teacher_student", n=n, d=d, teacher_width=teacher_width,
-                  student_width=student_width, n_test=n_test, seed=seed)
+                  student_width=student_width, n_test=n_test, seed=seed, init_scale=init_scale,
+                  hidden_bias=hidden_bias, output_bias=output_bias)
     return NetworkProblem(X, y, X_test if n_test else None, y_test, s_widths, biases, "relu", params0,
                           teacher=teacher, teacher_widths=t_widths, params=params)
 

@@ -92,9 +92,17 @@ def finding_e(folder):
         _, size, setting, summary = common.read_attrs(h5)
         cap = setting.get("steps_cap")
         nr = summary["not_reached"]
-        print(f"(e) teacher-student.h5 [{size}], cap {cap} steps: {nr['points']} of {nr['of']} points never reach "
-              f"train loss 1e-5; their final train losses {nr['train_loss_min']:.3g} .. {nr['train_loss_max']:.3g}; "
-              "most common (value, points): " + ", ".join(f"({v:.3g}, {c})" for v, c in nr["plateaus"]))
+        spec = summary.get("spec", "package-0.6")  # (stores written before the named problems: 0.6's)
+        print(f"(e) teacher-student.h5 [{size}], problem {spec!r} (init scale {setting.get('init_scale', 1.0):g}, "
+              f"seed {setting.get('seed')}), cap {cap} steps: {nr['of'] - nr['points']} of {nr['of']} points reach "
+              f"train loss 1e-5, {nr['points']} never do", end="")
+        if nr["points"]:
+            print(f"; their final train losses {nr['train_loss_min']:.3g} .. {nr['train_loss_max']:.3g}; "
+                  "most common (value, points): " + ", ".join(f"({v:.3g}, {c})" for v, c in nr["plateaus"]), end="")
+        shares = summary["explained_share"]["test_loss"]
+        print("\n  share of the variance of log10 test loss explained (r2): "
+              + ", ".join(f"{k} {v:.2f}" for k, v in shares.items())
+              + f"; std of log10 test loss over the points {summary['lambda_spread']['total']:.3g}")
 
 
 def finding_f(folder):

@@ -33,7 +33,7 @@ def _report(name, store, images, summary, as_json):
 
 def _cmd_figure(args):
     t0 = time.perf_counter()
-    store, images, summary = figure(args.name, _size(args), args.out, args.overwrite, log=_log)
+    store, images, summary = figure(args.name, _size(args), args.out, args.overwrite, log=_log, spec=args.problem)
     _report(args.name, store, images, summary, args.json)
     _log(f"{args.name}: {time.perf_counter() - t0:.1f} s")
     return EXIT_OK
@@ -72,6 +72,9 @@ def register(subparsers):
                               f"<out>/parts) and draw it to PNG and PDF. Sizes {sizes}. Figures: "
                               + ", ".join(FIGURES))
     p.add_argument("name", choices=tuple(FIGURES), metavar="NAME", help="one of: " + ", ".join(FIGURES))
+    named = {n: m for n, m in FIGURES.items() if hasattr(m, "SPECS")}
+    p.add_argument("--problem", metavar="SPEC", help="the named problem of a figure that has several: "
+                   + "; ".join(f"{n}: {', '.join(m.SPECS)} (default {m.DEFAULT_SPEC})" for n, m in named.items()))
     _size_flags(p)
     p.set_defaults(func=_cmd_figure)
     p = subparsers.add_parser("plot", help="redraw a figure store (runs nothing)",

@@ -59,14 +59,29 @@ def figure_module(name):
         raise ValueError(f"figure must be one of {', '.join(FIGURES)}; got {name!r}") from None
 
 
-def compute_figure(name, size="quick", out="figures", overwrite=False, log=print):
+def _spec_kwargs(module, name, spec):
+    """``{"spec": spec}`` for a figure with named problems (its ``SPECS``), ``{}`` for the default one."""
+    if spec is None:
+        return {}
+    specs = getattr(module, "SPECS", None)
+    if specs is None:
+        with_specs = ", ".join(n for n, m in FIGURES.items() if hasattr(m, "SPECS"))
+        raise ValueError(f"spec: figure {name} has one problem; named problems are for {with_specs}")
+    if spec not in specs:
+        raise ValueError(f"spec must be one of {', '.join(specs)} for figure {name}; got {spec!r}")
+    return {"spec": spec}
+
+
+def compute_figure(name, size="quick", out="figures", overwrite=False, log=print, spec=None):
     """Compute figure ``name`` at ``size`` into ``<out>/<name>.h5``; returns ``(store path, summary)``.
 
     Sweeps run into resumable stores under ``<out>/parts`` (an interrupted figure continues where it
-    stopped). An existing figure store is kept unless ``overwrite``.
+    stopped). An existing figure store is kept unless ``overwrite``. ``spec``: for a figure with named
+    problems (``teacher-student``: its ``SPECS``), which one (default: the module's ``DEFAULT_SPEC``).
     """
     module = figure_module(name)
     common.check_size(size)
+    extra = _spec_kwargs(module, name, spec)
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, f"{name}.h5")
     f, tmp = common.new_store(path, name, size, overwrite)
@@ -75,8 +90,8 @@ def compute_figure(name, size="quick", out="figures", overwrite=False, log=print
         if "parts" in inspect.signature(module.compute).parameters:
             kwargs["parts"] = os.path.join(out, "parts")
         log(f"{name} [{size}]: computing")
-        summary = module.compute(f, size, **kwargs)
-        setting = module.setting(size) if hasattr(module, "setting") else {}
+        summary = module.compute(f, size, **kwargs, **extra)
+        setting = module.setting(size, **extra) if hasattr(module, "setting") else {}
     except BaseException:
         f.close()  # an in-memory file (common.new_store): nothing on disk to remove
         raise
@@ -226,22 +241,28 @@ def open_figure(path):
     return FigureStore(path)
 
 
-def figure(name, size="quick", out="figures", overwrite=False, log=print):
+def figure(name, size="quick", out="figures", overwrite=False, log=print, spec=None):
     """Compute (or reuse) figure ``name`` and draw it; returns ``(store, images, summary)``.
 
-    An existing store of the same figure and size is drawn again without recomputing anything.
+    An existing store of the same figure, size (and ``spec``, see :func:`compute_figure`) is drawn again
+    without recomputing anything.
     """
+    module = figure_module(name)
+    _spec_kwargs(module, name, spec)  # (checked before anything is read or run)
     path = os.path.join(out, f"{name}.h5")
     if os.path.exists(path) and not overwrite:
         h5, _ = open_h5(path)
         with h5, reading(path):
             stored_name, stored_size, _, summary = common.read_attrs(h5)
-        if stored_size != size or stored_name != name:
-            raise ValueError(f"{path} holds {stored_name} at size {stored_size!r}, not {size!r}: use another --out "
-                             "or --overwrite")
+        wanted = spec or getattr(module, "DEFAULT_SPEC", None)
+        stored_spec = summary.get("spec", "package-0.6" if hasattr(module, "SPECS") else None)
+        if stored_size != size or stored_name != name or stored_spec != wanted:
+            held = f"{stored_name} at size {stored_size!r}" + (f" on {stored_spec!r}" if stored_spec else "")
+            asked = f"{size!r}" + (f" on {wanted!r}" if wanted else "")
+            raise ValueError(f"{path} holds {held}, not {asked}: use another --out or --overwrite")
         log(f"{name} [{size}]: reusing {path}")
     else:
-        path, summary = compute_figure(name, size, out, overwrite, log)
+        path, summary = compute_figure(name, size, out, overwrite, log, spec)
     return path, plot_store(path), summary
 
 
