@@ -406,3 +406,20 @@ def test_a_drawing_bug_is_not_reported_as_a_damaged_store(tmp_path, monkeypatch)
         plot_store(path)
     with h5py.File(path, "r") as f:  # (the store itself is fine)
         assert f.attrs["kind"] == "figure"
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_the_title_fits_in_the_figure(drawn, name):
+    """The title, its setting line, the axes' titles and labels lie inside the figure: a long setting line used to
+    run off both sides."""
+    fig = drawn(name)
+    box = fig.bbox
+    renderer = fig.canvas.get_renderer()
+    texts = [fig._suptitle, *fig.texts]
+    for ax in _plot_axes(fig):
+        texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+    for text in texts:
+        if text is None or not text.get_visible() or not str(text.get_text()).strip():
+            continue
+        ext = text.get_window_extent(renderer)
+        assert ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1, (name, text.get_text(), ext, box)

@@ -23,6 +23,7 @@ import io
 import json
 import os
 import re
+import textwrap
 import time
 
 import numpy as np
@@ -240,7 +241,11 @@ def pyplot():
 
 
 def suptitle(fig, title, setting, size):
-    fig.suptitle(f"{title}\n{setting_text(setting)}  [{size}]", fontsize=9)
+    """The figure's title and its setting line, the setting wrapped at commas to the figure's width (about 14
+    characters an inch at 9 pt) so that no part of it is cut off."""
+    width = max(40, int(fig.get_figwidth() * 14))
+    setting_line = textwrap.fill(f"{setting_text(setting)}  [{size}]", width=width, break_long_words=False)
+    fig.suptitle(f"{title}\n{setting_line}", fontsize=9)
 
 
 #: How the figures name the sweep fields (axis labels, titles, colour bars): one name for each.
