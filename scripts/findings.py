@@ -1,14 +1,15 @@
 """Print the numbers of ``docs/findings.md`` from figure stores (reads the stores; computes nothing).
 
     dlnm reproduce --quick --out figures        # or --full; writes figures/<name>.h5
-    python scripts/findings.py figures [a|b|c|d|e|f]  # the six findings, from those stores
+    python scripts/findings.py figures [a|b|c|d|e|f|g]  # the findings, from those stores
 
 (a) the distance to the Δ∞-only prediction after sign changes (``crossings.h5``), (b) λ against λ_central
 as the map from MGD to MGF (``lambda-collapse.h5``), (c) the small-λ formulas for Δ∞ (``mgf-lambda.h5``),
 (d) what λ explains in the network figures, against γ/(1-β), γ and 1/(1-β) (``deep-linear.h5``,
 ``teacher-student.h5``), (e) the teacher-student points that never reach train loss 1e-5
 (``teacher-student.h5``), (f) how far MGD and MGF(λ) are apart over the (β, γ) grid, the paper's Figure 7
-(``mgd-mgf-grid.h5``).
+(``mgd-mgf-grid.h5``), (g) how much of the MGD grid reaches train loss 1e-8 within its step cap (``mgd-grid.h5``;
+at ``--full`` the paper's 10⁶ epochs).
 """
 
 import os
@@ -115,12 +116,36 @@ def finding_f(folder):
               f"smaller half of the step sizes {diff.get('max_abs_small_gamma', float('nan')):.3g}")
 
 
+def finding_g(folder):
+    with _open(folder, "mgd-grid") as h5:
+        _, size, setting, _ = common.read_attrs(h5)
+        sw = common.get_sweep(h5, "mgd")
+        loss = np.asarray(sw.data["train_loss"])
+        done = sw.done
+        gamma = np.asarray(sw.data["gamma"])
+        beta = np.asarray(sw.data["beta"])
+        eps = gamma / (1.0 - beta)
+        fit = done & (loss <= designs.FIT_TOL)
+        print(f"(g) mgd-grid.h5 [{size}]: cap {setting.get('steps')} steps; {int(fit.sum())} of {int(done.sum())} runs "
+              f"reach train loss {designs.FIT_TOL:g} ({int((done & ~fit).sum())} do not)")
+        low = done & ~fit
+        if low.any():
+            print(f"  the runs that do not: eps = gamma/(1-beta) {eps[low].min():.3g} .. {eps[low].max():.3g}, final "
+                  f"train loss {loss[low].min():.3g} .. {loss[low].max():.3g}; the smallest eps of a run that does: "
+                  f"{eps[fit].min() if fit.any() else float('nan'):.3g}")
+            flat = np.moveaxis(low, sw.dims.index("rep"), -1).reshape(-1, low.shape[sw.dims.index("rep")]) \
+                if "rep" in sw.dims else low.reshape(-1, 1)
+            print(f"  (beta, gamma) points where no data set reaches it: {int(flat.all(axis=1).sum())}, where some "
+                  f"do not: {int(flat.any(axis=1).sum())} of {flat.shape[0]}")
+
+
 def main(argv):
     if not argv:
         sys.exit(__doc__)
-    folder, which = argv[0], (argv[1:] or ["a", "b", "c", "d", "e", "f"])
+    folder, which = argv[0], (argv[1:] or ["a", "b", "c", "d", "e", "f", "g"])
     for w in which:
-        {"a": finding_a, "b": finding_b, "c": finding_c, "d": finding_d, "e": finding_e, "f": finding_f}[w](folder)
+        {"a": finding_a, "b": finding_b, "c": finding_c, "d": finding_d, "e": finding_e, "f": finding_f,
+         "g": finding_g}[w](folder)
     return 0
 
 

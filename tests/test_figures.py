@@ -159,3 +159,23 @@ def test_network_figures_store_what_lambda_explains_and_the_points_that_never_fi
         losses = np.asarray(sw.data["train_loss"])[capped]
         assert nr["train_loss_min"] == losses.min() > 1e-5 and nr["train_loss_max"] == losses.max()
         assert sum(c for _, c in nr["plateaus"]) <= nr["points"]
+
+
+def test_findings_script_prints_every_finding_from_the_stores(tiny):
+    """``scripts/findings.py`` reads every finding from the tiny stores; (g)'s count is checked against the
+    store's train losses read here with h5py."""
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts", "findings.py")
+    out = subprocess.run([sys.executable, script, str(tiny)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    for label in "abcdefg":
+        assert f"({label}) " in out.stdout
+    with h5py.File(tiny / "mgd-grid.h5", "r") as h5:
+        loss = h5["mgd/train_loss"][...]
+        done = h5["mgd/done"][...].astype(bool)
+    fit = int((done & (loss <= designs.FIT_TOL)).sum())
+    line = next(x for x in out.stdout.splitlines() if x.startswith("(g) "))
+    assert f"{fit} of {int(done.sum())} runs reach train loss" in line
+    assert f"cap {designs.settings('tiny')['steps']} steps" in line
