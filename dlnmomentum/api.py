@@ -156,8 +156,9 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
     tol : float, optional
         Stop at the first grid point whose train loss is ``<= tol`` (status ``converged``).
     record : Record, optional
-        Recorded grid points (``every``/``times`` in time units); rows carry θ, w₊, w₋, Δ,
-        the losses and, in ``trajectory.extra``, the velocities ``w_plus_dot``/``w_minus_dot``.
+        Recorded grid points (``every``/``times`` in time units; ``"rodas"``: points of its dense output at
+        those times, or ``Record(accepted=True)``: the initial point and every accepted step); rows carry θ,
+        w₊, w₋, Δ, the losses and, in ``trajectory.extra``, the velocities ``w_plus_dot``/``w_minus_dot``.
     progress : bool or "log", optional
         A tqdm bar (True), none (False), or a line on stderr every few seconds (``"log"``: batch jobs, log
         files). Default None: a bar for runs estimated to take over ten seconds, on a terminal or in Jupyter

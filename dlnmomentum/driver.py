@@ -40,6 +40,10 @@ class RunStateMixin:
                 raise ValueError(f"checkpoint array {name!r} has shape {src.shape}, expected {target.shape}")
             target[...] = src
 
+    def has_records(self):
+        """Whether the run records rows (a store then has observables; the result a trajectory)."""
+        return len(self.schedule) > 0
+
     def block_rows(self, n_steps):
         """Rows of the record block of a chunk of ``n_steps``: the schedule's steps up to ``done + n_steps``."""
         end = int(self.schedule.searchsorted(self.done + n_steps, side="right"))

@@ -29,6 +29,12 @@ class Record:
         Explicit step numbers (discrete) / integration-step numbers (flows).
     times : sequence of float, optional
         Explicit times (flows only), rounded to the integration grid.
+    accepted : True, optional
+        Every accepted step of the adaptive scheme ``"rodas"`` (flows only): the initial point and the point
+        after each step, where the solver put it (``step`` its number, ``time`` its time). How many rows
+        that is is known only at the end (about a thousand for a flow to train loss 1e-20). A flow with
+        ``scheme="auto"`` takes ``"rodas"`` for it; a run on a grid records every step with ``every=1``
+        (discrete) or ``every=h`` (flows).
 
     The initial state (step 0) and the final step of the budget are always
     included, so every record starts at the initialisation and ends at the
@@ -39,11 +45,16 @@ class Record:
     log: int | None = None
     steps: tuple | None = None
     times: tuple | None = None
+    accepted: bool | None = None
 
     def __post_init__(self):
-        given = [k for k in ("every", "log", "steps", "times") if getattr(self, k) is not None]
+        given = [k for k in ("every", "log", "steps", "times", "accepted") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"Record takes exactly one of every=, log=, steps=, times=; got {given or 'none'}")
+            raise ValueError("Record takes exactly one of every=, log=, steps=, times=, accepted=True; got "
+                             f"{given or 'none'}")
+        if self.accepted is not None and self.accepted is not True:
+            raise ValueError(f"accepted must be True (record every accepted step of scheme 'rodas') or left out, "
+                             f"got {self.accepted!r}")
         if self.every is not None:
             as_float("every", self.every, low=0.0, low_open=True)
         if self.log is not None:
@@ -60,6 +71,10 @@ class Record:
         in time units. Built without hashing or Python objects: 8 bytes per recorded row (a recorded
         row itself holds at least 4·d doubles), also for tens of millions of rows.
         """
+        if self.accepted:
+            raise ValueError("Record(accepted=True) records the accepted steps of the adaptive scheme 'rodas' (flows); "
+                             "a run on a grid records every step with Record(every=1) (discrete runs) or "
+                             "Record(every=h) (flows on a grid)")
         n_steps = int(n_steps)
         if self.every is not None:
             stride = float(self.every) / h if h is not None else float(self.every)
@@ -95,6 +110,8 @@ class Record:
         included. ``steps=`` counts grid steps, which an adaptive run does not have (refused).
         """
         t_max = float(t_max)
+        if self.accepted:  # (no times: the rows come from the solver's steps, AdaptiveFlowRun.record_accepted)
+            return np.zeros(0, dtype=np.float64)
         if self.steps is not None:
             raise ValueError("Record(steps=...) counts grid steps, and the adaptive scheme 'rodas' has no grid: "
                              "record with every= or times= (time units) or log=, or choose a fixed-step scheme")

@@ -202,7 +202,8 @@ def _rodas_advance(
     X, XT, y, H, b, X_test, y_test, lam, mode, tol, t_max, rtol, atol,
     fstate, istate, counters, sstate, dense, n_steps,
     log_time, log_coord, log_sign,
-    record_times, record_cursor, record_offset, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm,
+    record_times, record_steps, record_cursor, record_offset, rec_step, rec_time, rec_vectors, rec_losses, rec_vp,
+    rec_vm,
 ):
     """Advance one MGF(λ) (``lam > 0``) or gradient-flow (``lam == 0``) run by ``<= n_steps`` accepted steps.
 
@@ -211,7 +212,10 @@ def _rodas_advance(
     ``tol < 0`` disables the convergence test; the run ends at ``t_max`` (status ``MAX_STEPS``).
     Records: the state at ``record_times[k]`` (sorted) goes to row ``k - record_offset`` of the
     ``rec_*`` buffers (``rec_time`` the time, ``rec_step`` the accepted steps before it); the call
-    returns ``RUNNING`` early when the buffers are full and a record is still owed.
+    returns ``RUNNING`` early when the buffers are full and a record is still owed. With
+    ``record_steps`` (and no ``record_times``) the rows are the initial point and the point after every
+    accepted step (``rec_step`` its number), row ``record_cursor[0] - record_offset`` the next one; the
+    call returns before a step whose row would not fit.
 
     Returns ``RUNNING``, ``CONVERGED`` (train loss ``<= tol`` at an accepted point, checked before
     stepping), ``MAX_STEPS`` (t = t_max) or ``DIVERGED`` (the step size underflowed; the state is
@@ -246,9 +250,10 @@ def _rodas_advance(
     n_record = record_times.shape[0]
     capacity = rec_step.shape[0]
     _rhs(X, XT, y, H, b, mode, gf, inv_lam, Y0, valid_p, valid_m, theta, g0, resid, F0)
-    if sstate[H_LAST] == 0.0:  # (a later call recomputes what the last step counted: not counted again)
-        counters[N_RHS] += 1
+    if sstate[H_LAST] == 0.0:  # no step yet: the dense output of the initial point
         _set_point_dense(Y0, dense)
+    if counters[N_RHS] == 0:  # counted once (a later call recomputes what an earlier one counted; a call may
+        counters[N_RHS] += 1  # return before the first step when its record block is full)
     taken = 0
     status = RUNNING
     while True:
@@ -267,6 +272,14 @@ def _rodas_advance(
             _record(X, y, XT, H, b, mode, gf, X_test, y_test, dense, s, steps_before, tr, row, theta, g_tmp, resid,
                     wp_buf, wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
             record_cursor[0] += 1
+        if record_steps and not full:
+            # the initial point (a fresh run), then the point of every accepted step (written after it)
+            if counters[STEPS_DONE] == 0 and record_cursor[0] == 0 and record_offset < capacity:
+                _record(X, y, XT, H, b, mode, gf, X_test, y_test, dense, 1.0, 0, t, -record_offset, theta, g_tmp,
+                        resid, wp_buf, wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
+                record_cursor[0] += 1
+            # no row for the initial point or for the next step's: the caller gives a new block
+            full = record_cursor[0] - record_offset >= capacity
         if full:
             break
         if t >= t_max:
@@ -380,6 +393,11 @@ def _rodas_advance(
                 fstate[MAX_W2, i] = w2
         counters[STEPS_DONE] += 1
         taken += 1
+        if record_steps:  # (a row is free: checked before the step)
+            _record(X, y, XT, H, b, mode, gf, X_test, y_test, dense, 1.0, counters[STEPS_DONE], t_new,
+                    record_cursor[0] - record_offset, theta, g_tmp, resid, wp_buf, wm_buf, rec_step, rec_time,
+                    rec_vectors, rec_losses, rec_vp, rec_vm)
+            record_cursor[0] += 1
     for r in range(N_RK_ROWS):
         for i in range(d):
             fstate[r, i] = Y0[r, i]

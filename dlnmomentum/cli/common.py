@@ -87,17 +87,25 @@ def grid_option(option):
     return parse
 
 
-def add_record_arguments(parser, every_type, every_help):
-    """``--record-log N`` or ``--record-every K`` (one of them: argparse refuses both)."""
+def add_record_arguments(parser, every_type, every_help, accepted=False):
+    """``--record-log N`` or ``--record-every K`` (one of them: argparse refuses both); with ``accepted``
+    (flows) also ``--record-accepted``."""
     g = parser.add_mutually_exclusive_group()
     g.add_argument("--record-log", type=int, default=None, help="record ~N log-spaced iterates (N >= 1)")
     g.add_argument("--record-every", type=every_type, default=None, help=every_help)
+    if accepted:
+        g.add_argument("--record-accepted", action="store_true",
+                       help="record the point of every accepted step of the adaptive scheme (rodas; auto takes it)")
 
 
 def record_from_args(args):
-    """The Record of ``--record-log``/``--record-every`` (None without either); 0 or less is an error naming
-    the option, never "record nothing"."""
+    """The Record of ``--record-log``/``--record-every``/``--record-accepted`` (None without any); 0 or less is
+    an error naming the option, never "record nothing"."""
     log, every = getattr(args, "record_log", None), getattr(args, "record_every", None)
+    if getattr(args, "record_accepted", False):
+        if log is not None or every is not None:
+            raise ValueError("give at most one of --record-log, --record-every and --record-accepted")
+        return Record(accepted=True)
     if log is not None and every is not None:
         raise ValueError("give at most one of --record-log and --record-every")
     option, kwargs = ("--record-log", {"log": log}) if log is not None else ("--record-every", {"every": every})

@@ -60,7 +60,7 @@ def register(subparsers):
     p.add_argument("--rtol", type=float, default=None, help="rodas: relative tolerance (default 1e-9)")
     p.add_argument("--atol", type=float, default=None, help="rodas: absolute tolerance (default 1e-11)")
     p.add_argument("--max-steps", type=float, default=None, help="rodas: budget of accepted steps (default 1e8)")
-    add_record_arguments(p, float, "record every T time units (T > 0)")
+    add_record_arguments(p, float, "record every T time units (T > 0)", accepted=True)
     p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store file")
     p.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints of a --store "

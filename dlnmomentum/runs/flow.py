@@ -415,7 +415,7 @@ class FlowRun(RunStateMixin):
                           f"final point (stiffness {final_kappa:.4g}, stable for h <= {h_final:.4g}); the "
                           "result is not reliable: rerun with a smaller h", RuntimeWarning, stacklevel=3)
         trajectory = None
-        if len(self.schedule):
+        if self.has_records():
             trajectory = trajectory_from_blocks(list(blocks), self.problem.d, self.time_of_step,
                                                 extra_names=("w_plus_dot", "w_minus_dot"))
         rejected, rhs, lus = self.solver_counts()

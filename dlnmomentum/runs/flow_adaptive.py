@@ -10,7 +10,9 @@ schemes, with these differences:
 * ``total``/``done`` count *accepted steps*; the run ends at ``t_max`` (status ``max_steps``), at
   train loss ``<= tol`` (``converged``), or when its budget of steps (``max_steps``) is spent;
 * records are taken at *times* (``Record(every=...)``, ``times=``, ``log=``; not ``steps=``): each
-  row carries its ``time`` and, in ``step``, the number of accepted steps before it;
+  row carries its ``time`` and, in ``step``, the number of accepted steps before it; or, with
+  ``Record(accepted=True)``, at the initial point and after every accepted step (``record_accepted``:
+  how many rows is known at the end; ``step`` is the step's number);
 * the checkpointed state adds the solver's state (time, next step, controller history) and the
   dense output of the last step, so a resumed run is the uninterrupted one bit for bit.
 
@@ -58,8 +60,9 @@ class AdaptiveFlowRun(FlowRun):
 
     family = "flow-adaptive"
 
-    def __init__(self, problem, config, u0, v0, u_dot0=None, v_dot0=None, schedule=None):
+    def __init__(self, problem, config, u0, v0, u_dot0=None, v_dot0=None, schedule=None, record_accepted=False):
         super().__init__(problem, config, u0, v0, u_dot0, v_dot0, None)
+        self.record_accepted = bool(record_accepted)
         d = problem.d
         self.counters = np.zeros(KR.N_COUNTERS, dtype=np.int64)
         self.sstate = np.zeros(KR.N_SSTATE)
@@ -75,7 +78,17 @@ class AdaptiveFlowRun(FlowRun):
         """A fresh run equal to the one that produced ``description``."""
         run = super().rebuild(problem, description, u0, v0)
         run.schedule = np.asarray(description["schedule"], dtype=np.float64)
+        run.record_accepted = bool(description.get("record_accepted", False))  # (absent before 0.6.0)
         return run
+
+    def description(self, arrays=False):
+        out = super().description(arrays)
+        if self.record_accepted:
+            out["record_accepted"] = True
+        return out
+
+    def has_records(self):
+        return self.record_accepted or len(self.schedule) > 0
 
     def work_estimate(self):
         """Multiply-adds of a typical run (a few thousand steps), for the progress-bar choice."""
@@ -83,7 +96,10 @@ class AdaptiveFlowRun(FlowRun):
         return 3000.0 * (d**3 + 40.0 * d * d)
 
     def block_rows(self, n_steps):
-        """Rows of the next record block: the records still owed, at most :data:`RECORD_BLOCK_ROWS`."""
+        """Rows of the next record block: the records still owed (with ``record_accepted``: a row per step
+        of the chunk and the initial point's), at most :data:`RECORD_BLOCK_ROWS`."""
+        if self.record_accepted:
+            return min(int(n_steps) + 1, RECORD_BLOCK_ROWS)
         return max(0, min(len(self.schedule) - int(self.cursor[0]), RECORD_BLOCK_ROWS))
 
     def time_of_step(self, step):
@@ -118,7 +134,8 @@ class AdaptiveFlowRun(FlowRun):
             X, XT, p.y, H, b, p.X_test, p.y_test, c.lam, self.mode, tol, c.t_max, c.rtol, c.atol,
             self.fstate, self.istate, self.counters, self.sstate, self.dense, n_steps,
             self.log_time, self.log_coord, self.log_sign,
-            self.schedule, self.cursor, offset, block["step"], block["time"], block["vectors"], block["losses"],
+            self.schedule, self.record_accepted, self.cursor, offset, block["step"], block["time"], block["vectors"],
+            block["losses"],
             block["w_plus_dot"], block["w_minus_dot"])
 
     def state_arrays(self):
@@ -171,7 +188,12 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
         raise ValueError(f"{', '.join(adaptive_args)} {'is' if len(adaptive_args) == 1 else 'are'} for scheme "
                          "'rodas' (the adaptive scheme), which a fixed step h, a start refinement or "
                          f"Record(steps=...) rule out; got scheme={scheme!r}")
-    if scheme == "auto" and adaptive_args:
+    accepted = record is not None and bool(record.accepted)
+    if accepted and (scheme in ("rk4", "exp-rk4") or fixed_grid):
+        what = f"scheme={scheme!r}" if scheme in ("rk4", "exp-rk4") else ("h" if h is not None else "refine_start")
+        raise ValueError(f"Record(accepted=True) records the steps of the adaptive scheme 'rodas', which {what} "
+                         "rules out; a flow on a grid records every step with Record(every=h)")
+    if scheme == "auto" and (adaptive_args or accepted):
         scheme = "rodas"
     if scheme in ("auto", "rodas"):
         u0w, v0w = initial_weights(problem.d, alpha, u0, v0)
@@ -183,7 +205,8 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
             config = make_adaptive_config(problem, lam, t_max, u0w, v0w, tol, gradient, max_crossings, rtol, atol,
                                           max_steps, kappa)
             schedule = record.time_schedule(config.t_max) if record is not None else None
-            return AdaptiveFlowRun(problem, config, u0w, v0w, u_dot, v_dot, schedule)
+            return AdaptiveFlowRun(problem, config, u0w, v0w, u_dot, v_dot, schedule,
+                                   record_accepted=accepted)
     return prepare_flow(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0, v_dot0=v_dot0,
                         tol=tol, record=record, gradient=gradient, refine_start=refine_start,
                         max_crossings=max_crossings, scheme=scheme)

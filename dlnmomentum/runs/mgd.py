@@ -222,7 +222,7 @@ class MGDRun(RunStateMixin):
         i = self.istate
         wp, wm, theta = f["w_plus"], f["w_minus"], f["theta"]
         trajectory = None
-        if len(self.schedule):
+        if self.has_records():
             trajectory = trajectory_from_blocks(list(blocks), self.problem.d, self.time_of_step)
         return MGDResult(
             kind=c.kind, config=c, status=int(status), steps_done=self.done,

@@ -194,7 +194,7 @@ class NetworkRun(RunStateMixin):
     def finish(self, status, blocks=()):
         c = self.config
         trajectory = None
-        if len(self.schedule):
+        if self.has_records():
             names = ("params",) if c.record_params else ()
             blocks = list(blocks) or [(self.new_block(0), 0)]
             trajectory = trajectory_from_blocks(blocks, self.problem.n_params, self.time_of_step, names)

@@ -504,7 +504,7 @@ def _create(path, run, lock, checkpoint_every):
     the store leaves no store rather than a half-made one.
     """
     header = _new_header(run, None)
-    schema = schema_from_fields(block_fields(run.new_block(0), 0, run.time_of_step)) if len(run.schedule) else {}
+    schema = schema_from_fields(block_fields(run.new_block(0), 0, run.time_of_step)) if run.has_records() else {}
     description = run.description(arrays=True)
     initial = _initial_arrays(run)
     tmp = f"{path}.creating{os.getpid()}.tmp"
