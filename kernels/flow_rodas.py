@@ -14,8 +14,9 @@ a resume costs nothing and changes no bit, and crossings and records come from t
 step. **Rodas5P** (Steinebach 2023; 8 stages, order 5 with an embedded order-4 solution, stiffly accurate
 and L-stable, order-4 dense output) is the modern member of Hairer and Wanner's RODAS family. Its cost is
 a factorisation every step, where LSODA's BDF reuses one Jacobian over tens of steps: on gradient flow,
-whose steps are cheap for LSODA, numbalsoda's compiled LSODA is about 2x faster than this scheme, while on
-MGF this scheme is 7-13x faster than SciPy's LSODA and BDF with the analytic Jacobian (benchmarks/README.md).
+whose steps are cheap for LSODA, a compiled LSODA (numbalsoda) was faster than this scheme, while on MGF this
+scheme is several times faster than SciPy's LSODA and BDF with the analytic Jacobian (the measurements:
+benchmarks/README.md, "Long horizons").
 
 Method (coefficients as data: ``GAMMA``, ``RODAS_A``, ``RODAS_C``, ``RODAS_H``)
 -------------------------------------------------------------------------------
@@ -316,7 +317,13 @@ def _lu_solve(LUT, piv, x):
 @njit(**JIT_OPTIONS)
 def _cholesky(S, RT):
     """In-place Cholesky S = RᵀR of the symmetric ``S`` (its upper triangle; R upper, row-major) and RT = Rᵀ;
-    returns False if S is not positive definite. Outer-product form: the inner loops are ``axpy`` passes."""
+    returns False if S is not positive definite.
+
+    Outer-product form: row k of R updates the trailing rows, four at a time in one pass over row k (a load of
+    R[k, j] serves four updates; in place, one row at a time, the loop is bound by those loads: 4x slower at
+    d = 30). Each element still receives its updates in the order k = 0, 1, ..., so the factors are those of
+    the one-row-at-a-time loop, bit for bit.
+    """
     m = S.shape[0]
     for k in range(m):
         pivot = S[k, k]
@@ -325,15 +332,33 @@ def _cholesky(S, RT):
         r = np.sqrt(pivot)
         S[k, k] = r
         inv = 1.0 / r
-        row = S[k]
         for j in range(k + 1, m):
-            row[j] *= inv
-        for i in range(k + 1, m):
-            f = row[i]
-            if f != 0.0:
-                target = S[i]
-                for j in range(i, m):
-                    target[j] -= f * row[j]
+            S[k, j] *= inv
+        i = k + 1
+        while i + 3 < m:
+            f0 = S[k, i]
+            f1 = S[k, i + 1]
+            f2 = S[k, i + 2]
+            f3 = S[k, i + 3]
+            # the upper triangle of the four rows left of column i + 3, then the columns they share
+            S[i, i] -= f0 * S[k, i]
+            S[i, i + 1] -= f0 * S[k, i + 1]
+            S[i + 1, i + 1] -= f1 * S[k, i + 1]
+            S[i, i + 2] -= f0 * S[k, i + 2]
+            S[i + 1, i + 2] -= f1 * S[k, i + 2]
+            S[i + 2, i + 2] -= f2 * S[k, i + 2]
+            for j in range(i + 3, m):
+                rk = S[k, j]
+                S[i, j] -= f0 * rk
+                S[i + 1, j] -= f1 * rk
+                S[i + 2, j] -= f2 * rk
+                S[i + 3, j] -= f3 * rk
+            i += 4
+        while i < m:
+            f0 = S[k, i]
+            for j in range(i, m):
+                S[i, j] -= f0 * S[k, j]
+            i += 1
     for i in range(m):
         for j in range(m):
             RT[j, i] = S[i, j] if j >= i else 0.0
