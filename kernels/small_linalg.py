@@ -70,8 +70,14 @@ def _lu_solve(LUT, piv, x):
         col = LUT[j]
         for i in range(j + 1, m):
             x[i] -= col[i] * xj
-    for j in range(m - 1, -1, -1):
-        col = LUT[j]
+    _upper_solve_by_columns(LUT, x)
+
+
+@njit(**JIT_OPTIONS)
+def _upper_solve_by_columns(UT, x):
+    """Solve U x = b in place (``x`` holds b), U upper triangular given transposed (``UT[j]`` its column j)."""
+    for j in range(UT.shape[0] - 1, -1, -1):
+        col = UT[j]
         xj = x[j] / col[j]
         x[j] = xj
         for i in range(j):
@@ -139,9 +145,4 @@ def _cholesky_solve(R, RT, x):
         x[k] = xk
         for j in range(k + 1, m):
             x[j] -= row[j] * xk
-    for k in range(m - 1, -1, -1):
-        col = RT[k]
-        xk = x[k] / col[k]
-        x[k] = xk
-        for i in range(k):
-            x[i] -= col[i] * xk
+    _upper_solve_by_columns(RT, x)

@@ -99,3 +99,27 @@ def assert_same_rows(path, ref_path):
         assert a[key].tobytes() == b[key].tobytes(), key
 
 
+
+
+def sigkill_adaptive_flow(path, lam, record, kill_at_chunk, problem="n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=1000, "
+                          "seed=0", t_max=1e6, tol=1e-20, chunk_steps=37):
+    """Run an adaptive ("rodas") flow into the store ``path`` in a subprocess that SIGKILLs itself after
+    ``kill_at_chunk`` chunks (``record``: the ``dm.Record(...)`` call as source text; ``problem``: the
+    arguments of ``dm.sparse_regression``); the finished process."""
+    script = (
+        "import os, signal\n"
+        "import dlnmomentum as dm, dlnmomentum.store as S, dlnmomentum.store.writer as W\n"
+        "from dlnmomentum.runs.flow_adaptive import prepare_flow_run\n"
+        f"p = dm.sparse_regression({problem})\n"
+        f"run = prepare_flow_run(p, {lam!r}, t_max={t_max!r}, tol={tol!r}, record={record})\n"
+        f"run.chunk_steps = {chunk_steps}\n"
+        "count = [0]\n"
+        "def hook(point):\n"
+        "    if point == 'chunk':\n"
+        "        count[0] += 1\n"
+        f"        if count[0] == {kill_at_chunk}:\n"
+        "            os.kill(os.getpid(), signal.SIGKILL)\n"
+        "W._TEST_HOOK = hook\n"
+        f"S.run_with_store(run, {str(path)!r}, checkpoint_every=0.0)\n")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)

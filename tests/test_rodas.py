@@ -8,15 +8,12 @@ run machinery: chunks, stores, a SIGKILL and resume bit for bit.
 """
 
 import math
-import os
 import signal
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 from reference import gf_dop853, gf_radau, mgf_radau
+from store_checks import sigkill_adaptive_flow
 
 import dlnmomentum as dm
 import dlnmomentum.store as S
@@ -25,8 +22,6 @@ from dlnmomentum.kernels import flow as KF
 from dlnmomentum.kernels import flow_rodas as KR
 from dlnmomentum.kernels.layout import MODE_HESSIAN
 from dlnmomentum.runs.flow_adaptive import prepare_flow_run
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _stability(z):
@@ -323,24 +318,7 @@ def test_store_round_trip_and_sigkill_then_resume_bit_for_bit(problem, tmp_path)
     live = dm.mgf(problem, 0.5, **kwargs)
     assert live.config.scheme == "rodas"
     path = tmp_path / "flow.h5"
-    script = textwrap.dedent(f"""
-        import os, signal
-        import dlnmomentum as dm, dlnmomentum.store as S, dlnmomentum.store.writer as W
-        from dlnmomentum.runs.flow_adaptive import prepare_flow_run
-        p = dm.sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=1000, seed=0)
-        run = prepare_flow_run(p, 0.5, t_max=1e6, tol=1e-20, record=dm.Record(log=200))
-        run.chunk_steps = 37
-        count = [0]
-        def hook(point):
-            if point == "chunk":
-                count[0] += 1
-                if count[0] == 23:
-                    os.kill(os.getpid(), signal.SIGKILL)
-        W._TEST_HOOK = hook
-        S.run_with_store(run, {str(path)!r}, checkpoint_every=0.0)
-    """)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    out = sigkill_adaptive_flow(path, 0.5, "dm.Record(log=200)", kill_at_chunk=23)
     assert out.returncode == -signal.SIGKILL, out.stderr
     assert S.open_store(path).state == "crashed"
     resumed = S.resume(path)

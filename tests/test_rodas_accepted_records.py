@@ -6,16 +6,13 @@ and through the run machinery: chunks and record blocks of any size, a store kil
 bit for bit, the CLI, and refusals where a run has no accepted steps.
 """
 
-import os
 import signal
-import subprocess
-import sys
-import textwrap
 
 import h5py
 import numpy as np
 import pytest
 from reference import mgf_radau
+from store_checks import sigkill_adaptive_flow
 
 import dlnmomentum as dm
 import dlnmomentum.store as S
@@ -23,7 +20,6 @@ from dlnmomentum.cli import main
 from dlnmomentum.driver import drive
 from dlnmomentum.runs.flow_adaptive import prepare_flow_run
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ACCEPTED = dm.Record(accepted=True)
 
 
@@ -85,24 +81,8 @@ def test_chunks_and_record_blocks_do_not_change_bits(problem, lam):
 def test_store_sigkill_then_resume_bit_for_bit(problem, tmp_path):
     live = dm.mgf(problem, 0.5, t_max=1e6, tol=1e-20, record=ACCEPTED)
     path = tmp_path / "flow.h5"
-    script = textwrap.dedent(f"""
-        import os, signal
-        import dlnmomentum as dm, dlnmomentum.store as S, dlnmomentum.store.writer as W
-        from dlnmomentum.runs.flow_adaptive import prepare_flow_run
-        p = dm.sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=200, seed=0)
-        run = prepare_flow_run(p, 0.5, t_max=1e6, tol=1e-20, record=dm.Record(accepted=True))
-        run.chunk_steps = 37
-        count = [0]
-        def hook(point):
-            if point == "chunk":
-                count[0] += 1
-                if count[0] == 17:
-                    os.kill(os.getpid(), signal.SIGKILL)
-        W._TEST_HOOK = hook
-        S.run_with_store(run, {str(path)!r}, checkpoint_every=0.0)
-    """)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    out = sigkill_adaptive_flow(path, 0.5, "dm.Record(accepted=True)", kill_at_chunk=17,
+                                problem="n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=200, seed=0")
     assert out.returncode == -signal.SIGKILL, out.stderr
     assert S.open_store(path).state == "crashed"
     resumed = S.resume(path)
