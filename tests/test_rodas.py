@@ -301,16 +301,18 @@ def _chunked(problem, lam, chunk, record=None, rows=None):
     return run, run.finish(status, blocks)
 
 
+@pytest.mark.parametrize("record", [dm.Record(every=0.7), dm.Record(accepted=True)], ids=["every", "accepted"])
 @pytest.mark.parametrize("lam", [0.0, 0.5])
-def test_chunking_and_record_blocks_do_not_change_bits(problem, lam):
-    record = dm.Record(every=0.7)
+def test_chunking_and_record_blocks_do_not_change_bits(problem, lam, record):
     base_run, base = _chunked(problem, lam, None, record)
-    for chunk, rows in ((1, None), (7, 3), (333, 1)):
+    if record.accepted:
+        assert len(base.trajectory.step) == base.steps_done + 1
+    for chunk, rows in ((1, None), (7, 3), (333, 1), (50, 2)):
         run, res = _chunked(problem, lam, chunk, record, rows)
         for name, arr in base_run.state_arrays().items():
             assert np.array_equal(getattr(run, name), arr, equal_nan=True), name
         for name, arr in base.trajectory.fields().items():
-            assert np.array_equal(res.trajectory.fields()[name], arr, equal_nan=True), name
+            assert np.array_equal(res.trajectory.fields()[name], arr, equal_nan=True), (name, chunk, rows)
 
 
 def test_store_round_trip_and_sigkill_then_resume_bit_for_bit(problem, tmp_path):

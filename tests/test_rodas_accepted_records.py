@@ -2,8 +2,9 @@
 
 Checked against independent references (SciPy's Radau at the recorded times, the loss recomputed from the
 recorded θ), against the run itself (recording changes no bit of the result; the last row is the final state),
-and through the run machinery: chunks and record blocks of any size, a store killed by SIGKILL and resumed
-bit for bit, the CLI, and refusals where a run has no accepted steps.
+and through the run machinery: a store killed by SIGKILL and resumed bit for bit, the CLI, and refusals where a
+run has no accepted steps. Chunks and record blocks of any size: ``test_rodas.py``
+(``test_chunking_and_record_blocks_do_not_change_bits``, for every kind of record).
 """
 
 import signal
@@ -17,8 +18,6 @@ from store_checks import sigkill_adaptive_flow
 import dlnmomentum as dm
 import dlnmomentum.store as S
 from dlnmomentum.cli import main
-from dlnmomentum.driver import drive
-from dlnmomentum.runs.flow_adaptive import prepare_flow_run
 
 ACCEPTED = dm.Record(accepted=True)
 
@@ -54,28 +53,6 @@ def test_rows_lie_on_the_trajectory_of_an_independent_solver(problem):
     for k in (3, len(tr.step) // 2, len(tr.step) - 1):
         ref = mgf_radau(problem.hessian, problem.b, lam, float(tr.time[k]), w0, np.zeros_like(w0))
         assert np.abs(tr.theta[k] - ref).max() < 1e-9, k
-
-
-def _chunked(problem, lam, chunk, rows=None):
-    run = prepare_flow_run(problem, lam, t_max=500.0, scheme="rodas", record=ACCEPTED)
-    if chunk is not None:
-        run.chunk_steps = chunk
-    if rows is not None:
-        run.block_rows = lambda n, _f=run.block_rows: min(_f(n), rows)
-    status, blocks = drive(run)
-    return run, run.finish(status, blocks)
-
-
-@pytest.mark.parametrize("lam", [0.0, 0.5])
-def test_chunks_and_record_blocks_do_not_change_bits(problem, lam):
-    base_run, base = _chunked(problem, lam, None)
-    assert len(base.trajectory.step) == base.steps_done + 1
-    for chunk, rows in ((1, None), (7, 3), (333, 1), (50, 2)):
-        run, res = _chunked(problem, lam, chunk, rows)
-        for name, arr in base_run.state_arrays().items():
-            assert np.array_equal(getattr(run, name), arr, equal_nan=True), name
-        for name, arr in base.trajectory.fields().items():
-            assert np.array_equal(res.trajectory.fields()[name], arr, equal_nan=True), (name, chunk, rows)
 
 
 def test_store_sigkill_then_resume_bit_for_bit(problem, tmp_path):
