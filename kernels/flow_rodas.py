@@ -93,7 +93,7 @@ Everything a run needs to continue bit for bit is in ``fstate``, ``istate``, ``c
 import numpy as np
 from numba import njit
 
-from .config import JIT_OPTIONS, OVERFLOW
+from .config import INLINE_JIT_OPTIONS, JIT_OPTIONS, OVERFLOW
 from .flow import (
     G2_INT,
     J_MINUS,
@@ -192,7 +192,7 @@ _D_ROWS = (W_PLUS, W_MINUS, V_PLUS, V_MINUS)
 _ROOT_ITERATIONS = 60
 
 
-@njit(**JIT_OPTIONS)
+@njit(**INLINE_JIT_OPTIONS)
 def _hmul(X, XT, H, mode, z, d, resid, out):
     """out = H z (H = XᵀX/n; in the data form through X): column ``axpy`` passes, which vectorise."""
     if mode == MODE_DATA:
@@ -319,7 +319,7 @@ def _factor(H, gf, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2):
     return 2
 
 
-@njit(**JIT_OPTIONS)
+@njit(**INLINE_JIT_OPTIONS)
 def _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm, xp, xm, t, hz, resid, rhs2):
     """x = (αI + βM)⁻¹ s for the factorisation ``how`` of :func:`_factor` (s = (sp, sm), x = (xp, xm)).
 
@@ -352,7 +352,7 @@ def _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp
         _hmul(X, XT, H, mode, t, d, resid, hz)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**INLINE_JIT_OPTIONS)
 def _solve(X, XT, H, mode, gf, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, am, E, N, NT, piv, B2T, piv2,
            R, Kout, sp, sm, t, hz, hw, resid, rhs2):
     """Kout = (I - cA)⁻¹ R with A the exact Jacobian of :func:`_rhs` at ``Y0`` (module docstring)."""
