@@ -247,7 +247,7 @@ def test_scipy(benchmark, problem, package, table, machine, method, lam):
     _slow(method, lam)
     t_done = float(package[lam].t_done)
     cap = BDF_CAP_S if method == "BDF" else LSODA_CAP_S
-    rounds = 1 if (method, lam) in SLOW_CASES or method == "BDF" else 3
+    rounds = 1 if (method, lam) in SLOW_CASES or method == "BDF" else 5
     out = benchmark.pedantic(lambda: _scipy_run(problem, lam, method, t_done, cap), rounds=rounds, iterations=1)
     seconds = benchmark.stats.stats.min
     order = 2 if method == "LSODA" else 3
@@ -339,7 +339,7 @@ def test_numbalsoda(benchmark, problem, package, table, machine, numbalsoda_setu
         data[0] = 0.0
         return lsoda(funcs[gf], y0.copy(), t_eval, data=data, rtol=RTOL, atol=ATOL, mxstep=2_000_000_000)
 
-    rounds = 1 if ("numbalsoda", lam) in SLOW_CASES else 3
+    rounds = 1 if ("numbalsoda", lam) in SLOW_CASES else 5
     usol, success = benchmark.pedantic(run, rounds=rounds, iterations=1, warmup_rounds=0)
     seconds = benchmark.stats.stats.min
     theta = _theta(usol[-1], d)
