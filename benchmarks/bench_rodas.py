@@ -59,8 +59,8 @@ LSODA_CAP_S = 600.0
 DIFFRAX_MAX_STEPS = 100_000  # about a minute of Kvaerno5 steps here: the wall-clock cap
 #: (tool, λ) run only with DLNM_BENCH_SLOW=1 (more than ~10 s each on 2 shared cores, and run once): diffrax at
 #: λ <= 1e-3 (about 26 000 Kvaerno5 steps at ~0.6 ms at 1e-3), numbalsoda at λ = 1e-5, 1e-4 (3-5 s a run: 1-2
-#: million right-hand sides with its difference Jacobians). Every SciPy case takes under two seconds here
-#: (analytic Jacobian, loss event on Xθ - y), so none is in the list; the caps stay as a guard.
+#: million right-hand sides with its difference Jacobians). Every SciPy case takes at most about 2 s here (LSODA at
+#: λ = 1e-4: 1.5-2.3 s; analytic Jacobian, loss event on Xθ - y), so none is in the list; the caps stay as a guard.
 SLOW_CASES = {("diffrax", 1e-5), ("diffrax", 1e-4), ("diffrax", 1e-3), ("numbalsoda", 1e-5), ("numbalsoda", 1e-4)}
 
 
