@@ -99,8 +99,6 @@ def assert_same_rows(path, ref_path):
         assert a[key].tobytes() == b[key].tobytes(), key
 
 
-
-
 def sigkill_adaptive_flow(path, lam, record, kill_at_chunk, problem="n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=1000, "
                           "seed=0", t_max=1e6, tol=1e-20, chunk_steps=37):
     """Run an adaptive ("rodas") flow into the store ``path`` in a subprocess that SIGKILLs itself after
