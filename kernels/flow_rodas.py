@@ -13,10 +13,11 @@ method: its whole state is the current point and the next step size, so a chunk 
 a resume costs nothing and changes no bit, and crossings and records come from the dense output of one
 step. **Rodas5P** (Steinebach 2023; 8 stages, order 5 with an embedded order-4 solution, stiffly accurate
 and L-stable, order-4 dense output) is the modern member of Hairer and Wanner's RODAS family. Its cost is
-a factorisation every step, where LSODA's BDF reuses one Jacobian over tens of steps: on gradient flow,
-whose steps are cheap for LSODA, a compiled LSODA (numbalsoda) was faster than this scheme, while on MGF this
-scheme is several times faster than SciPy's LSODA and BDF with the analytic Jacobian (the measurements:
-benchmarks/README.md, "Long horizons").
+a factorisation every step, where LSODA's BDF reuses one Jacobian over tens of steps; on MGF this scheme is
+several times faster than SciPy's LSODA and BDF with the analytic Jacobian (the measurements:
+benchmarks/README.md, "Long horizons"). Gradient flow takes the same stages and controller in its mirror
+coordinate P = ∫∇L, a d-dimensional system (:mod:`.flow_rodas_gf`, which says why); this module's system,
+Jacobian and solve are those of MGF(λ), λ > 0.
 
 Method (coefficients as data: ``GAMMA``, ``RODAS_A``, ``RODAS_C``, ``RODAS_H``)
 -------------------------------------------------------------------------------
@@ -38,8 +39,8 @@ The system and its Jacobian (structure used by the solves)
 ----------------------------------------------------------
 The state rows are those of :mod:`.flow` (``W_PLUS .. G2_INT``): MGF(λ), Appendix B eq. (w_mgf),
 :math:`\dot w = v,\ \lambda\dot v = -v - \nabla F(w)` with :math:`\nabla F = (g⊙w_+, -g⊙w_-)`,
-:math:`g = \nabla L(\theta)`, and the integrals J±, K±, P, Q, G₂ as components; gradient flow
-(λ = 0) :math:`\dot w = -\nabla F(w)`. The Hessian of F in w-space is
+:math:`g = \nabla L(\theta)`, and the integrals J±, K±, P, Q, G₂ as components. The Hessian of F in
+w-space is
 
 .. math::
 
@@ -48,8 +49,7 @@ The state rows are those of :mod:`.flow` (``W_PLUS .. G2_INT``): MGF(λ), Append
 
 Eliminating :math:`x_w = r_w + c\,x_v` from the MGF rows of :math:`(I - cA)x = r` leaves
 :math:`(\alpha I + \beta M)x_v = \lambda r_v - cMr_w` with :math:`\alpha = \lambda + c,
-\beta = c^2`; gradient flow gives :math:`(\alpha I + \beta M)x_w = r_w` with :math:`\alpha = 1,
-\beta = c`. With :math:`a_\pm = \alpha \pm \beta g`, :math:`z = U^\top x` solves the **d × d**
+\beta = c^2`. With :math:`a_\pm = \alpha \pm \beta g`, :math:`z = U^\top x` solves the **d × d**
 system :math:`(I + \tfrac\beta2 E H)z = U^\top(a^{-1}s)`, :math:`E = w_+^2/a_+ + w_-^2/a_-`,
 and :math:`x = a^{-1}(s - \tfrac\beta2 U H z)`: one d × d factorisation per step instead of a
 (11d)³ or (4d)³ one. When every :math:`a_\pm > 0` (the usual case) it is the Cholesky factorisation of the
@@ -65,9 +65,9 @@ divided by :math:`1 + c/\lambda` for K±, Q.
 Error control and what it covers
 --------------------------------
 The weighted RMS norm of ``k₈`` with weights ``atol + rtol·max(|y₀|, |y₁|)`` is taken over w±,
-ẇ± (MGF) and P, Q, G₂: the integrals whose integrands are smooth. J± and K± (integrands
-:math:`(\dot w/w)^2`, singular where a coordinate crosses zero, after which they are frozen)
-are carried by the same stages, outside the norm: they are order-5 quadratures on steps that
+ẇ± and P, Q, G₂ (gradient flow: over P and G₂, :mod:`.flow_rodas_gf`): the integrals whose integrands
+are smooth. J± and K± (integrands :math:`(\dot w/w)^2`, singular where a coordinate crosses zero, after
+which they are frozen) are carried by the same stages, outside the norm: they are order-5 quadratures on steps that
 resolve w and ẇ, and inherit the accuracy of ẇ. The ẇ rows are weighted as what they do to w: an
 error δẇ relaxes in a time λ and moves w by about λ·δẇ, so λ·δẇ is measured against the weight of
 w (at small λ, ẇ is slaved to -∇F(w) and needs no more accuracy than w; this saves 2-4x the steps at
@@ -83,8 +83,8 @@ Sign changes of w± in a step are bracketed by the cubic Hermite interpolant of 
 and slopes (:func:`.crossings._hermite_crossings`, which also finds pairs) and then located on
 the method's dense output by safeguarded Newton; J±, K± of a coordinate are frozen at its
 first crossing as in :mod:`.flow`. Records at the times of ``record_times`` are the dense
-output of the step that contains them (w± and ẇ±; for gradient flow ẇ± from the vector field
-at the interpolated point); the dense coefficients of the last step are part of the state
+output of the step that contains them (w± and ẇ±; for gradient flow w± = w±(0)e^{∓P} from the dense
+output of P and ẇ± from the vector field there); the dense coefficients of the last step are part of the state
 (``dense``), so a chunk can end with records still owed and the next call writes them first.
 Everything a run needs to continue bit for bit is in ``fstate``, ``istate``, ``counters``,
 ``sstate``, ``dense`` and the crossing log: the chunk length never changes a bit.
@@ -184,7 +184,8 @@ N_LU = 4
 N_DENSE = 5
 N_COUNTERS = 6
 
-#: Rows of ``dense`` (shape (5, 4, d)): y₀, y₁, q₁, q₂, q₃ of w₊, w₋, ẇ₊, ẇ₋ in the last step.
+#: Rows of ``dense`` (shape (5, 4, d)): y₀, y₁, q₁, q₂, q₃ of w₊, w₋, ẇ₊, ẇ₋ in the last step (gradient flow:
+#: of P in the first, the others 0).
 N_DENSE_ROWS = 5
 _D_ROWS = (W_PLUS, W_MINUS, V_PLUS, V_MINUS)
 
@@ -206,8 +207,8 @@ def _hmul(X, XT, H, mode, z, d, resid, out):
 
 
 @njit(**JIT_OPTIONS)
-def _rhs(X, XT, y, H, b, mode, gf, inv_lam, Y, valid_p, valid_m, theta, g, resid, F):
-    """F = f(Y) (all N_RK_ROWS rows) and ∇L(θ(Y)) into ``g``."""
+def _rhs(X, XT, y, H, b, mode, inv_lam, Y, valid_p, valid_m, theta, g, resid, F):
+    """F = f(Y) (all N_RK_ROWS rows of MGF(λ), ``inv_lam`` = 1/λ) and ∇L(θ(Y)) into ``g``."""
     d = Y.shape[1]
     for i in range(d):
         wp = Y[W_PLUS, i]
@@ -218,39 +219,27 @@ def _rhs(X, XT, y, H, b, mode, gf, inv_lam, Y, valid_p, valid_m, theta, g, resid
         gi = g[i]
         wp = Y[W_PLUS, i]
         wm = Y[W_MINUS, i]
-        gg = gi * gi
-        if gf:
-            F[W_PLUS, i] = -gi * wp
-            F[W_MINUS, i] = gi * wm
-            F[V_PLUS, i] = 0.0
-            F[V_MINUS, i] = 0.0
-            F[J_PLUS, i] = gg if valid_p[i] else 0.0
-            F[J_MINUS, i] = gg if valid_m[i] else 0.0
-            F[K_PLUS, i] = 0.0
-            F[K_MINUS, i] = 0.0
-            F[Q_INT, i] = 0.0
-        else:
-            vp = Y[V_PLUS, i]
-            vm = Y[V_MINUS, i]
-            F[W_PLUS, i] = vp
-            F[W_MINUS, i] = vm
-            F[V_PLUS, i] = -(vp + gi * wp) * inv_lam
-            F[V_MINUS, i] = -(vm - gi * wm) * inv_lam
-            rp = vp / wp
-            rm = vm / wm
-            fp = rp * rp if valid_p[i] else 0.0
-            fm = rm * rm if valid_m[i] else 0.0
-            F[J_PLUS, i] = fp
-            F[J_MINUS, i] = fm
-            F[K_PLUS, i] = fp - Y[K_PLUS, i] * inv_lam
-            F[K_MINUS, i] = fm - Y[K_MINUS, i] * inv_lam
-            F[Q_INT, i] = gi - Y[Q_INT, i] * inv_lam
+        vp = Y[V_PLUS, i]
+        vm = Y[V_MINUS, i]
+        F[W_PLUS, i] = vp
+        F[W_MINUS, i] = vm
+        F[V_PLUS, i] = -(vp + gi * wp) * inv_lam
+        F[V_MINUS, i] = -(vm - gi * wm) * inv_lam
+        rp = vp / wp
+        rm = vm / wm
+        fp = rp * rp if valid_p[i] else 0.0
+        fm = rm * rm if valid_m[i] else 0.0
+        F[J_PLUS, i] = fp
+        F[J_MINUS, i] = fm
+        F[K_PLUS, i] = fp - Y[K_PLUS, i] * inv_lam
+        F[K_MINUS, i] = fm - Y[K_MINUS, i] * inv_lam
+        F[Q_INT, i] = gi - Y[Q_INT, i] * inv_lam
         F[P_INT, i] = gi
-        F[G2_INT, i] = gg
+        F[G2_INT, i] = gi * gi
 
 
 @njit(**JIT_OPTIONS)
-def _factor(H, gf, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2):
+def _factor(H, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2):
     """Factorise the step's matrix (the factors into ``N`` and ``NT`` or ``B2``, ``B2T``).
 
     Returns 3 (the reduced d × d matrix, symmetric positive definite: Cholesky; the usual case), 1 (the
@@ -258,12 +247,8 @@ def _factor(H, gf, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2):
     (singular).
     """
     d = Y0.shape[1]
-    if gf:
-        alpha = 1.0
-        beta = c
-    else:
-        alpha = lam + c
-        beta = c * c
+    alpha = lam + c
+    beta = c * c
     reduced = True
     for i in range(d):
         ap[i] = alpha + beta * g0[i]
@@ -353,76 +338,53 @@ def _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp
 
 
 @njit(**INLINE_JIT_OPTIONS)
-def _solve(X, XT, H, mode, gf, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, am, E, N, NT, piv, B2T, piv2,
+def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, am, E, N, NT, piv, B2T, piv2,
            R, Kout, sp, sm, t, hz, hw, resid, rhs2):
     """Kout = (I - cA)⁻¹ R with A the exact Jacobian of :func:`_rhs` at ``Y0`` (module docstring)."""
     d = Y0.shape[1]
-    if gf:
-        beta = c
-        for i in range(d):
-            sp[i] = R[W_PLUS, i]
-            sm[i] = R[W_MINUS, i]
-        _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm,
-                 Kout[W_PLUS], Kout[W_MINUS], t, hz, resid, rhs2)
-        for i in range(d):
-            Kout[V_PLUS, i] = 0.0
-            Kout[V_MINUS, i] = 0.0
-    else:
-        beta = c * c
-        # s = λ r_v - c M r_w, with M r_w = diag(g, -g) r_w + ½ U H (Uᵀ r_w)
-        for i in range(d):
-            t[i] = Y0[W_PLUS, i] * R[W_PLUS, i] - Y0[W_MINUS, i] * R[W_MINUS, i]
-        _hmul(X, XT, H, mode, t, d, resid, hw)
-        for i in range(d):
-            mp = g0[i] * R[W_PLUS, i] + 0.5 * Y0[W_PLUS, i] * hw[i]
-            mm = -g0[i] * R[W_MINUS, i] - 0.5 * Y0[W_MINUS, i] * hw[i]
-            sp[i] = lam * R[V_PLUS, i] - c * mp
-            sm[i] = lam * R[V_MINUS, i] - c * mm
-        _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm,
-                 Kout[V_PLUS], Kout[V_MINUS], t, hz, resid, rhs2)
-        for i in range(d):
-            Kout[W_PLUS, i] = R[W_PLUS, i] + c * Kout[V_PLUS, i]
-            Kout[W_MINUS, i] = R[W_MINUS, i] + c * Kout[V_MINUS, i]
-    # the integral rows: their exact Jacobian rows applied to the solved w (and ẇ) parts, through
-    # H δθ = ½ H Uᵀx_w; for MGF x_w = r_w + c x_v, so H Uᵀx_w = H Uᵀr_w + c H Uᵀx_v (both at hand)
-    if gf:
-        for i in range(d):
-            hz[i] *= 0.5
-    else:
-        for i in range(d):
-            hz[i] = 0.5 * (hw[i] + c * hz[i])
+    beta = c * c
+    # s = λ r_v - c M r_w, with M r_w = diag(g, -g) r_w + ½ U H (Uᵀ r_w)
+    for i in range(d):
+        t[i] = Y0[W_PLUS, i] * R[W_PLUS, i] - Y0[W_MINUS, i] * R[W_MINUS, i]
+    _hmul(X, XT, H, mode, t, d, resid, hw)
+    for i in range(d):
+        mp = g0[i] * R[W_PLUS, i] + 0.5 * Y0[W_PLUS, i] * hw[i]
+        mm = -g0[i] * R[W_MINUS, i] - 0.5 * Y0[W_MINUS, i] * hw[i]
+        sp[i] = lam * R[V_PLUS, i] - c * mp
+        sm[i] = lam * R[V_MINUS, i] - c * mm
+    _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm,
+             Kout[V_PLUS], Kout[V_MINUS], t, hz, resid, rhs2)
+    for i in range(d):
+        Kout[W_PLUS, i] = R[W_PLUS, i] + c * Kout[V_PLUS, i]
+        Kout[W_MINUS, i] = R[W_MINUS, i] + c * Kout[V_MINUS, i]
+    # the integral rows: their exact Jacobian rows applied to the solved w and ẇ parts, through
+    # H δθ = ½ H Uᵀx_w; x_w = r_w + c x_v, so H Uᵀx_w = H Uᵀr_w + c H Uᵀx_v (both at hand)
+    for i in range(d):
+        hz[i] = 0.5 * (hw[i] + c * hz[i])
     damp = 1.0 / (1.0 + c * inv_lam)
     for i in range(d):
         dg = hz[i]
         Kout[P_INT, i] = R[P_INT, i] + c * dg
         Kout[G2_INT, i] = R[G2_INT, i] + c * (2.0 * g0[i] * dg)
-        if gf:
-            Kout[J_PLUS, i] = R[J_PLUS, i] + (c * (2.0 * g0[i] * dg) if valid_p[i] else 0.0)
-            Kout[J_MINUS, i] = R[J_MINUS, i] + (c * (2.0 * g0[i] * dg) if valid_m[i] else 0.0)
-            Kout[K_PLUS, i] = 0.0
-            Kout[K_MINUS, i] = 0.0
-            Kout[Q_INT, i] = 0.0
-        else:
-            jp = 0.0
-            jm = 0.0
-            if valid_p[i]:
-                wp = Y0[W_PLUS, i]
-                vp = Y0[V_PLUS, i]
-                jp = c * (2.0 * vp / (wp * wp)) * (Kout[V_PLUS, i] - vp / wp * Kout[W_PLUS, i])
-            if valid_m[i]:
-                wm = Y0[W_MINUS, i]
-                vm = Y0[V_MINUS, i]
-                jm = c * (2.0 * vm / (wm * wm)) * (Kout[V_MINUS, i] - vm / wm * Kout[W_MINUS, i])
-            Kout[J_PLUS, i] = R[J_PLUS, i] + jp
-            Kout[J_MINUS, i] = R[J_MINUS, i] + jm
-            Kout[K_PLUS, i] = (R[K_PLUS, i] + jp) * damp
-            Kout[K_MINUS, i] = (R[K_MINUS, i] + jm) * damp
-            Kout[Q_INT, i] = (R[Q_INT, i] + c * dg) * damp
+        jp = 0.0
+        jm = 0.0
+        if valid_p[i]:
+            wp = Y0[W_PLUS, i]
+            vp = Y0[V_PLUS, i]
+            jp = c * (2.0 * vp / (wp * wp)) * (Kout[V_PLUS, i] - vp / wp * Kout[W_PLUS, i])
+        if valid_m[i]:
+            wm = Y0[W_MINUS, i]
+            vm = Y0[V_MINUS, i]
+            jm = c * (2.0 * vm / (wm * wm)) * (Kout[V_MINUS, i] - vm / wm * Kout[W_MINUS, i])
+        Kout[J_PLUS, i] = R[J_PLUS, i] + jp
+        Kout[J_MINUS, i] = R[J_MINUS, i] + jm
+        Kout[K_PLUS, i] = (R[K_PLUS, i] + jp) * damp
+        Kout[K_MINUS, i] = (R[K_MINUS, i] + jm) * damp
+        Kout[Q_INT, i] = (R[Q_INT, i] + c * dg) * damp
 
 
 @njit(**JIT_OPTIONS)
-def _attempt(X, XT, y, H, b, mode, gf, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m, ws, Kst, Y1,
-             counters):
+def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m, ws, Kst, Y1, counters):
     """One Rodas5P step of size ``h`` from ``Y0`` (``F0 = f(Y0)``, ``g0 = ∇L``) into ``Y1`` and ``Kst``.
 
     Returns the factorisation used (1, 2) or 0 if the matrix was singular. ``ws`` is the work
@@ -431,7 +393,7 @@ def _attempt(X, XT, y, H, b, mode, gf, lam, inv_lam, h, Y0, F0, g0, valid_p, val
     (ap, am, E, N, NT, piv, B2, B2T, piv2, U, F, R, sp, sm, t, hz, hw, resid, rhs2, theta, g) = ws
     d = Y0.shape[1]
     c = h * GAMMA
-    how = _factor(H, gf, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2)
+    how = _factor(H, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2)
     counters[N_LU] += 1
     if how == 2:
         counters[N_DENSE] += 1
@@ -462,11 +424,11 @@ def _attempt(X, XT, y, H, b, mode, gf, lam, inv_lam, h, Y0, F0, g0, valid_p, val
                     kq = kj[q]
                     Uf[q] += a * kq
                     Rf[q] += cj * kq
-            _rhs(X, XT, y, H, b, mode, gf, inv_lam, U, valid_p, valid_m, theta, g, resid, F)
+            _rhs(X, XT, y, H, b, mode, inv_lam, U, valid_p, valid_m, theta, g, resid, F)
             counters[N_RHS] += 1
             for q in range(m):
                 Rf[q] = c * (Ff[q] + Rf[q])
-        _solve(X, XT, H, mode, gf, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, am, E, N, NT, piv, B2T, piv2,
+        _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, am, E, N, NT, piv, B2T, piv2,
                R, Kst[s], sp, sm, t, hz, hw, resid, rhs2)
     Y1f = Y1.ravel()
     for q in range(m):
@@ -480,7 +442,7 @@ def _attempt(X, XT, y, H, b, mode, gf, lam, inv_lam, h, Y0, F0, g0, valid_p, val
 
 
 @njit(**JIT_OPTIONS)
-def _error_norm(gf, lam, Y0, Y1, Kst, rtol, atol):
+def _error_norm(lam, Y0, Y1, Kst, rtol, atol):
     """Weighted RMS norm of the error estimate k₈ over the controlled rows (module docstring).
 
     The velocity rows are weighted as what they do to w: an error δẇ relaxes in a time λ and moves
@@ -492,8 +454,6 @@ def _error_norm(gf, lam, Y0, Y1, Kst, rtol, atol):
     total = 0.0
     count = 0
     for r in (W_PLUS, W_MINUS, P_INT, Q_INT, G2_INT):
-        if gf and r == Q_INT:
-            continue
         # P, Q and G₂ enter the theory as exponents (α± = w±e^{±P}, Δ∞ ≈ Δ₀e^{-2λG₂}): an absolute error
         # rtol in them is a relative error rtol in what they give, so they are measured against max(|y|, 1)
         floor = 0.0 if r <= W_MINUS else 1.0
@@ -505,18 +465,17 @@ def _error_norm(gf, lam, Y0, Y1, Kst, rtol, atol):
             e = Kst[N_STAGES - 1, r, i] / sc
             total += e * e
             count += 1
-    if not gf:
-        for k in range(2):
-            r = V_PLUS + k
-            rw = W_PLUS + k
-            for i in range(d):
-                v1 = Y1[r, i]
-                if not (abs(v1) < OVERFLOW):
-                    return np.nan
-                big = max(max(abs(Y0[rw, i]), abs(Y1[rw, i])), lam * max(abs(Y0[r, i]), abs(v1)))
-                e = lam * Kst[N_STAGES - 1, r, i] / (atol + rtol * big)
-                total += e * e
-                count += 1
+    for k in range(2):
+        r = V_PLUS + k
+        rw = W_PLUS + k
+        for i in range(d):
+            v1 = Y1[r, i]
+            if not (abs(v1) < OVERFLOW):
+                return np.nan
+            big = max(max(abs(Y0[rw, i]), abs(Y1[rw, i])), lam * max(abs(Y0[r, i]), abs(v1)))
+            e = lam * Kst[N_STAGES - 1, r, i] / (atol + rtol * big)
+            total += e * e
+            count += 1
     return np.sqrt(total / count)
 
 

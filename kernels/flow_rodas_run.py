@@ -17,6 +17,7 @@ from .flow import (
     CROSS_PLUS,
     FIRST_CROSS_MINUS,
     FIRST_CROSS_PLUS,
+    G2_INT,
     J_MINUS,
     J_PLUS,
     K_MINUS,
@@ -27,6 +28,8 @@ from .flow import (
     MIN_DELTA,
     N_CROSSINGS,
     N_RK_ROWS,
+    P_INT,
+    Q_INT,
     STEPS_DONE,
     V_MINUS,
     V_PLUS,
@@ -60,6 +63,16 @@ from .flow_rodas import (
     _error_norm,
     _rhs,
     _workspace,
+)
+from .flow_rodas_gf import (
+    MIRROR_G2,
+    MIRROR_P,
+    N_MIRROR_ROWS,
+    _attempt_mirror,
+    _error_norm_mirror,
+    _field_mirror,
+    _rhs_mirror,
+    _workspace_mirror,
 )
 from .layout import REC_DELTA, REC_THETA, REC_W_MINUS, REC_W_PLUS
 from .mgd import _half_mean_square_residual, _record_losses
@@ -98,7 +111,7 @@ def _dense_root(y0, y1, q1, q2, q3, lo, hi, s):
 
 
 @njit(**JIT_OPTIONS)
-def _crossings(gf, Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time, log_coord, log_sign,
+def _crossings(Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time, log_coord, log_sign,
                valid_p, valid_m, roots):
     """Locate and log the sign changes of w± in the step [t0, t0 + h] (module docstring)."""
     d = Y0.shape[1]
@@ -117,7 +130,7 @@ def _crossings(gf, Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_t
             m0 = h * F0[row, i]
             m1 = h * F1[row, i]
             flip = (w1 < 0.0) != (w0 < 0.0)
-            turn = (not gf) and (w0 * m0 < 0.0) and (w1 * m1 > 0.0)
+            turn = (w0 * m0 < 0.0) and (w1 * m1 > 0.0)
             if not (flip or turn):
                 continue
             found = _hermite_crossings(w0, w1, m0, m1, roots)
@@ -134,13 +147,19 @@ def _crossings(gf, Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_t
 
 
 @njit(**JIT_OPTIONS)
-def _record(X, y, XT, H, b, mode, gf, X_test, y_test, dense, s, step, t_rec, row, theta, g, resid, wp_buf,
+def _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s, step, t_rec, row, theta, g, resid, wp_buf,
             wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm):
-    """Row ``row`` of the record buffers: the dense output at fraction ``s`` of the last step."""
+    """Row ``row`` of the record buffers: the dense output at fraction ``s`` of the last step (gradient flow:
+    of P, the weights w± = w±(0)e^{∓P} as :func:`.flow_rodas_gf._weights` gives them, ẇ± from the vector field)."""
     d = theta.shape[0]
     for i in range(d):
-        wp_buf[i] = _dense_at(dense, 0, i, s)
-        wm_buf[i] = _dense_at(dense, 1, i, s)
+        if gf:
+            e = np.exp(_dense_at(dense, 0, i, s))
+            wp_buf[i] = w_init[0, i] / e
+            wm_buf[i] = w_init[1, i] * e
+        else:
+            wp_buf[i] = _dense_at(dense, 0, i, s)
+            wm_buf[i] = _dense_at(dense, 1, i, s)
         theta[i] = (wp_buf[i] * wp_buf[i] - wm_buf[i] * wm_buf[i]) * 0.25
     if gf:
         _gradient(X, XT, y, H, b, mode, theta, d, resid, g)
@@ -163,17 +182,62 @@ def _record(X, y, XT, H, b, mode, gf, X_test, y_test, dense, s, step, t_rec, row
 
 
 @njit(**JIT_OPTIONS)
-def _set_point_dense(Y, dense):
-    """Dense rows of a step of length 0 at ``Y`` (the initial point: every s gives Y)."""
+def _set_point_dense(gf, Y, dense):
+    """Dense rows of a step of length 0 at ``Y`` (the initial point: every s gives Y; gradient flow: row 0 is P)."""
     d = Y.shape[1]
     for k in range(4):
-        r = _D_ROWS[k]
+        r = P_INT if (gf and k == 0) else _D_ROWS[k]
         for i in range(d):
-            dense[0, k, i] = Y[r, i]
-            dense[1, k, i] = Y[r, i]
+            v = 0.0 if (gf and k > 0) else Y[r, i]
+            dense[0, k, i] = v
+            dense[1, k, i] = v
             dense[2, k, i] = 0.0
             dense[3, k, i] = 0.0
             dense[4, k, i] = 0.0
+
+
+@njit(**JIT_OPTIONS)
+def _mirror_point(Z, F, g, wp, wm, valid_p, valid_m, Y, FY):
+    """The kernel's rows ``Y`` (and the w± rows of ``FY``) of gradient flow at the mirror point ``Z``, with its
+    vector field ``F``, ∇L ``g`` and weights ``wp``, ``wm``: w±, ẇ± (the velocity rows), P, G₂, and J± = G₂
+    (while valid; gradient flow does not cross zero); K± and Q are 0."""
+    d = Z.shape[1]
+    for i in range(d):
+        Y[W_PLUS, i] = wp[i]
+        Y[W_MINUS, i] = wm[i]
+        Y[V_PLUS, i] = -g[i] * wp[i]
+        Y[V_MINUS, i] = g[i] * wm[i]
+        FY[W_PLUS, i] = Y[V_PLUS, i]
+        FY[W_MINUS, i] = Y[V_MINUS, i]
+        Y[P_INT, i] = Z[MIRROR_P, i]
+        Y[G2_INT, i] = Z[MIRROR_G2, i]
+        if valid_p[i]:
+            Y[J_PLUS, i] = Z[MIRROR_G2, i]
+        if valid_m[i]:
+            Y[J_MINUS, i] = Z[MIRROR_G2, i]
+        Y[K_PLUS, i] = 0.0
+        Y[K_MINUS, i] = 0.0
+        Y[Q_INT, i] = 0.0
+
+
+@njit(**JIT_OPTIONS)
+def _mirror_dense(Z0, Z1, Kz, dense):
+    """Dense rows of gradient flow's last step: row 0 is P (:func:`_record` maps it to w±), the others 0."""
+    d = Z0.shape[1]
+    for i in range(d):
+        dense[0, 0, i] = Z0[MIRROR_P, i]
+        dense[1, 0, i] = Z1[MIRROR_P, i]
+        q1 = 0.0
+        q2 = 0.0
+        q3 = 0.0
+        for j in range(N_STAGES):
+            kj = Kz[j, MIRROR_P, i]
+            q1 += RODAS_H[0, j] * kj
+            q2 += RODAS_H[1, j] * kj
+            q3 += RODAS_H[2, j] * kj
+        dense[2, 0, i] = q1
+        dense[3, 0, i] = q2
+        dense[4, 0, i] = q3
 
 
 @njit(**JIT_OPTIONS)
@@ -199,7 +263,7 @@ def _initial_step(gf, Y0, F0, rtol, atol, t_max):
 
 @njit(**JIT_OPTIONS)
 def _rodas_advance(
-    X, XT, y, H, b, X_test, y_test, lam, mode, tol, t_max, rtol, atol,
+    X, XT, y, H, b, X_test, y_test, w_init, lam, mode, tol, t_max, rtol, atol,
     fstate, istate, counters, sstate, dense, n_steps,
     log_time, log_coord, log_sign,
     record_times, record_steps, record_cursor, record_offset, rec_step, rec_time, rec_vectors, rec_losses, rec_vp,
@@ -207,7 +271,8 @@ def _rodas_advance(
 ):
     """Advance one MGF(λ) (``lam > 0``) or gradient-flow (``lam == 0``) run by ``<= n_steps`` accepted steps.
 
-    The problem arrays are unpadded (``X`` (n, d), ``XT`` (d, n), ``H`` (d, d), ``b`` (d,)); ``mode``
+    The problem arrays are unpadded (``X`` (n, d), ``XT`` (d, n), ``H`` (d, d), ``b`` (d,)); ``w_init``
+    (2, d) the run's initial w₊, w₋ (gradient flow is integrated in P, :mod:`.flow_rodas_gf`); ``mode``
     the gradient form of ``g`` and of the products ``H z`` (the factorised matrix always uses ``H``);
     ``tol < 0`` disables the convergence test; the run ends at ``t_max`` (status ``MAX_STEPS``).
     Records: the state at ``record_times[k]`` (sorted) goes to row ``k - record_offset`` of the
@@ -239,6 +304,17 @@ def _rodas_advance(
     wp_buf = np.empty(d)
     wm_buf = np.empty(d)
     roots = np.zeros(6)
+    # gradient flow: the mirror state (P, G₂), its vector field and work arrays, the weights at Z0 and Z1
+    wsm = _workspace_mirror(n, d)
+    Z0 = np.empty((N_MIRROR_ROWS, d))
+    Z1 = np.empty((N_MIRROR_ROWS, d))
+    Fz0 = np.empty((N_MIRROR_ROWS, d))
+    Fz1 = np.empty((N_MIRROR_ROWS, d))
+    Kz = np.zeros((N_STAGES, N_MIRROR_ROWS, d))
+    wp0 = np.empty(d)
+    wm0 = np.empty(d)
+    wp1 = np.empty(d)
+    wm1 = np.empty(d)
     valid_p = np.empty(d, dtype=np.bool_)
     valid_m = np.empty(d, dtype=np.bool_)
     for i in range(d):
@@ -247,11 +323,21 @@ def _rodas_advance(
     for r in range(N_RK_ROWS):
         for i in range(d):
             Y0[r, i] = fstate[r, i]
+            Y1[r, i] = fstate[r, i]  # (rows a step leaves alone, as J± of a crossed coordinate, stay)
     n_record = record_times.shape[0]
     capacity = rec_step.shape[0]
-    _rhs(X, XT, y, H, b, mode, gf, inv_lam, Y0, valid_p, valid_m, theta, g0, resid, F0)
+    if gf:
+        for i in range(d):
+            Z0[MIRROR_P, i] = Y0[P_INT, i]
+            Z0[MIRROR_G2, i] = Y0[G2_INT, i]
+        _rhs_mirror(X, XT, y, H, b, mode, w_init, Z0, wp0, wm0, theta, g0, resid, Fz0)
+        for i in range(d):
+            F0[W_PLUS, i] = -g0[i] * wp0[i]
+            F0[W_MINUS, i] = g0[i] * wm0[i]
+    else:
+        _rhs(X, XT, y, H, b, mode, inv_lam, Y0, valid_p, valid_m, theta, g0, resid, F0)
     if sstate[H_LAST] == 0.0:  # no step yet: the dense output of the initial point
-        _set_point_dense(Y0, dense)
+        _set_point_dense(gf, Y0, dense)
     if counters[N_RHS] == 0:  # counted once (a later call recomputes what an earlier one counted; a call may
         counters[N_RHS] += 1  # return before the first step when its record block is full)
     taken = 0
@@ -269,14 +355,14 @@ def _rodas_advance(
             hl = sstate[H_LAST]
             s = 1.0 if hl == 0.0 else min(max((tr - sstate[T_LAST]) / hl, 0.0), 1.0)
             steps_before = counters[STEPS_DONE] - (1 if (hl > 0.0 and s < 1.0) else 0)
-            _record(X, y, XT, H, b, mode, gf, X_test, y_test, dense, s, steps_before, tr, row, theta, g_tmp, resid,
-                    wp_buf, wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
+            _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s, steps_before, tr, row, theta, g_tmp,
+                    resid, wp_buf, wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
             record_cursor[0] += 1
         if record_steps and not full:
             # the initial point (a fresh run), then the point of every accepted step (written after it)
             if counters[STEPS_DONE] == 0 and record_cursor[0] == 0 and record_offset < capacity:
-                _record(X, y, XT, H, b, mode, gf, X_test, y_test, dense, 1.0, 0, t, -record_offset, theta, g_tmp,
-                        resid, wp_buf, wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
+                _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, 1.0, 0, t, -record_offset, theta,
+                        g_tmp, resid, wp_buf, wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
                 record_cursor[0] += 1
             # no row for the initial point or for the next step's: the caller gives a new block
             full = record_cursor[0] - record_offset >= capacity
@@ -307,9 +393,13 @@ def _rodas_advance(
                 last = True
             if not (h >= H_MIN_REL * max(t, 1.0)):
                 break
-            how = _attempt(X, XT, y, H, b, mode, gf, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m, ws, Kst, Y1,
-                           counters)
-            err = _error_norm(gf, lam, Y0, Y1, Kst, rtol, atol) if how else np.nan
+            if gf:
+                how = _attempt_mirror(X, XT, y, H, b, mode, w_init, h, Z0, Fz0, g0, wp0, wm0, wsm, Kz, Z1, counters)
+                err = _error_norm_mirror(w_init, Z0, Z1, Kz, rtol, atol, wp1, wm1) if how else np.nan
+            else:
+                how = _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m, ws, Kst, Y1,
+                               counters)
+                err = _error_norm(lam, Y0, Y1, Kst, rtol, atol) if how else np.nan
             if err <= 1.0:
                 accepted = True
                 break
@@ -334,42 +424,36 @@ def _rodas_advance(
         h_next = h * fac
         if last and h_next < sstate[H_NEXT]:
             h_next = sstate[H_NEXT]  # a step shortened to land on t_max does not shrink the next guess
-        for k in range(4):
-            r = _D_ROWS[k]
-            for i in range(d):
-                dense[0, k, i] = Y0[r, i]
-                dense[1, k, i] = Y1[r, i]
-                q1 = 0.0
-                q2 = 0.0
-                q3 = 0.0
-                for j in range(N_STAGES):
-                    kj = Kst[j, r, i]
-                    q1 += RODAS_H[0, j] * kj
-                    q2 += RODAS_H[1, j] * kj
-                    q3 += RODAS_H[2, j] * kj
-                dense[2, k, i] = q1
-                dense[3, k, i] = q2
-                dense[4, k, i] = q3
         if gf:
-            for i in range(d):
-                Y1[V_PLUS, i] = 0.0
-                Y1[V_MINUS, i] = 0.0
-        _rhs(X, XT, y, H, b, mode, gf, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)
-        counters[N_RHS] += 1
-        if gf:  # gradient flow's velocity rows hold the vector field at the point
-            for i in range(d):
-                Y1[V_PLUS, i] = F1[W_PLUS, i]
-                Y1[V_MINUS, i] = F1[W_MINUS, i]
-                dense[0, 2, i] = Y0[V_PLUS, i]
-                dense[1, 2, i] = Y1[V_PLUS, i]
-                dense[0, 3, i] = Y0[V_MINUS, i]
-                dense[1, 3, i] = Y1[V_MINUS, i]
-        seen = counters[N_CROSSINGS]
-        _crossings(gf, Y0, Y1, F0, F1, dense, h_used, t, istate, fstate, counters, log_time, log_coord, log_sign,
-                   valid_p, valid_m, roots)
-        if counters[N_CROSSINGS] != seen:  # J±, K± of a crossed coordinate are frozen from here: f as a resume sees it
-            _rhs(X, XT, y, H, b, mode, gf, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)
+            _mirror_dense(Z0, Z1, Kz, dense)
+            _field_mirror(X, XT, y, H, b, mode, wp1, wm1, theta, g1, resid, Fz1)  # (wp1, wm1: the error norm's)
             counters[N_RHS] += 1
+            _mirror_point(Z1, Fz1, g1, wp1, wm1, valid_p, valid_m, Y1, F1)
+        else:
+            for k in range(4):
+                r = _D_ROWS[k]
+                for i in range(d):
+                    dense[0, k, i] = Y0[r, i]
+                    dense[1, k, i] = Y1[r, i]
+                    q1 = 0.0
+                    q2 = 0.0
+                    q3 = 0.0
+                    for j in range(N_STAGES):
+                        kj = Kst[j, r, i]
+                        q1 += RODAS_H[0, j] * kj
+                        q2 += RODAS_H[1, j] * kj
+                        q3 += RODAS_H[2, j] * kj
+                    dense[2, k, i] = q1
+                    dense[3, k, i] = q2
+                    dense[4, k, i] = q3
+            _rhs(X, XT, y, H, b, mode, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)
+            counters[N_RHS] += 1
+            seen = counters[N_CROSSINGS]
+            _crossings(Y0, Y1, F0, F1, dense, h_used, t, istate, fstate, counters, log_time, log_coord, log_sign,
+                       valid_p, valid_m, roots)
+            if counters[N_CROSSINGS] != seen:  # J±, K± of a crossed coordinate are frozen from here: f as a resume
+                _rhs(X, XT, y, H, b, mode, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)  # sees it
+                counters[N_RHS] += 1
         t_new = t_max if last else t + h_used
         sstate[T_LAST] = t
         sstate[H_LAST] = h_used
@@ -381,6 +465,14 @@ def _rodas_advance(
             for i in range(d):
                 Y0[r, i] = Y1[r, i]
                 F0[r, i] = F1[r, i]
+        if gf:
+            for i in range(d):
+                Z0[MIRROR_P, i] = Z1[MIRROR_P, i]
+                Z0[MIRROR_G2, i] = Z1[MIRROR_G2, i]
+                Fz0[MIRROR_P, i] = Fz1[MIRROR_P, i]
+                Fz0[MIRROR_G2, i] = Fz1[MIRROR_G2, i]
+                wp0[i] = wp1[i]
+                wm0[i] = wm1[i]
         for i in range(d):
             g0[i] = g1[i]
             wp = Y0[W_PLUS, i]
@@ -394,7 +486,7 @@ def _rodas_advance(
         counters[STEPS_DONE] += 1
         taken += 1
         if record_steps:  # (a row is free: checked before the step)
-            _record(X, y, XT, H, b, mode, gf, X_test, y_test, dense, 1.0, counters[STEPS_DONE], t_new,
+            _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, 1.0, counters[STEPS_DONE], t_new,
                     record_cursor[0] - record_offset, theta, g_tmp, resid, wp_buf, wm_buf, rec_step, rec_time,
                     rec_vectors, rec_losses, rec_vp, rec_vm)
             record_cursor[0] += 1

@@ -20,6 +20,7 @@ import dlnmomentum.store as S
 from dlnmomentum.driver import drive
 from dlnmomentum.kernels import flow as KF
 from dlnmomentum.kernels import flow_rodas as KR
+from dlnmomentum.kernels import flow_rodas_gf as KG
 from dlnmomentum.kernels.layout import MODE_HESSIAN
 from dlnmomentum.runs.flow_adaptive import prepare_flow_run
 
@@ -72,13 +73,13 @@ def _rhs(problem, lam, Y, valid=True):
     F = np.zeros_like(Y)
     g = np.zeros(d)
     ok = np.full(d, valid)
-    KR._rhs(problem.X, problem.XT, problem.y, problem.hessian, problem.b, MODE_HESSIAN, lam == 0.0,
-            0.0 if lam == 0.0 else 1.0 / lam, Y, ok, ok, np.zeros(d), g, np.zeros(problem.n), F)
+    KR._rhs(problem.X, problem.XT, problem.y, problem.hessian, problem.b, MODE_HESSIAN, 1.0 / lam, Y, ok, ok,
+            np.zeros(d), g, np.zeros(problem.n), F)
     return F, g
 
 
 def _jacobian(problem, lam, Y):
-    """The Jacobian of the kernel's vector field, written out from the equations (module docstring of
+    """The Jacobian of the kernel's vector field of MGF(λ), written out from the equations (module docstring of
     kernels/flow_rodas.py), in the flattened row order of the state."""
     d = problem.d
     H = problem.hessian
@@ -89,28 +90,20 @@ def _jacobian(problem, lam, Y):
     A = np.zeros((n, n, d, d))
     eye = np.eye(d)
     rows_g = {KF.P_INT: 1.0, KF.G2_INT: None}
-    if lam == 0.0:
-        A[KF.W_PLUS, KF.W_PLUS] = -(np.diag(g) + wp[:, None] * dg_wp)
-        A[KF.W_PLUS, KF.W_MINUS] = -wp[:, None] * dg_wm
-        A[KF.W_MINUS, KF.W_PLUS] = wm[:, None] * dg_wp
-        A[KF.W_MINUS, KF.W_MINUS] = np.diag(g) + wm[:, None] * dg_wm
-        for r in (KF.J_PLUS, KF.J_MINUS):
-            rows_g[r] = None
-    else:
-        A[KF.W_PLUS, KF.V_PLUS] = A[KF.W_MINUS, KF.V_MINUS] = eye
-        A[KF.V_PLUS, KF.V_PLUS] = A[KF.V_MINUS, KF.V_MINUS] = -eye / lam
-        A[KF.V_PLUS, KF.W_PLUS] = -(np.diag(g) + wp[:, None] * dg_wp) / lam
-        A[KF.V_PLUS, KF.W_MINUS] = -wp[:, None] * dg_wm / lam
-        A[KF.V_MINUS, KF.W_PLUS] = wm[:, None] * dg_wp / lam
-        A[KF.V_MINUS, KF.W_MINUS] = (np.diag(g) + wm[:, None] * dg_wm) / lam
-        for jr, kr, w, v, wr, vr in ((KF.J_PLUS, KF.K_PLUS, wp, vp, KF.W_PLUS, KF.V_PLUS),
-                                     (KF.J_MINUS, KF.K_MINUS, wm, vm, KF.W_MINUS, KF.V_MINUS)):
-            for r in (jr, kr):
-                A[r, wr] = np.diag(-2 * v * v / w**3)
-                A[r, vr] = np.diag(2 * v / w**2)
-            A[kr, kr] = -eye / lam
-        rows_g[KF.Q_INT] = 1.0
-        A[KF.Q_INT, KF.Q_INT] = -eye / lam
+    A[KF.W_PLUS, KF.V_PLUS] = A[KF.W_MINUS, KF.V_MINUS] = eye
+    A[KF.V_PLUS, KF.V_PLUS] = A[KF.V_MINUS, KF.V_MINUS] = -eye / lam
+    A[KF.V_PLUS, KF.W_PLUS] = -(np.diag(g) + wp[:, None] * dg_wp) / lam
+    A[KF.V_PLUS, KF.W_MINUS] = -wp[:, None] * dg_wm / lam
+    A[KF.V_MINUS, KF.W_PLUS] = wm[:, None] * dg_wp / lam
+    A[KF.V_MINUS, KF.W_MINUS] = (np.diag(g) + wm[:, None] * dg_wm) / lam
+    for jr, kr, w, v, wr, vr in ((KF.J_PLUS, KF.K_PLUS, wp, vp, KF.W_PLUS, KF.V_PLUS),
+                                 (KF.J_MINUS, KF.K_MINUS, wm, vm, KF.W_MINUS, KF.V_MINUS)):
+        for r in (jr, kr):
+            A[r, wr] = np.diag(-2 * v * v / w**3)
+            A[r, vr] = np.diag(2 * v / w**2)
+        A[kr, kr] = -eye / lam
+    rows_g[KF.Q_INT] = 1.0
+    A[KF.Q_INT, KF.Q_INT] = -eye / lam
     for r, factor in rows_g.items():
         scale = np.ones(d) if factor is not None else 2 * g
         A[r, KF.W_PLUS] = scale[:, None] * dg_wp
@@ -118,7 +111,7 @@ def _jacobian(problem, lam, Y):
     return A.transpose(0, 2, 1, 3).reshape(n * d, n * d)
 
 
-@pytest.mark.parametrize("lam", [0.0, 0.3, 1e-4])
+@pytest.mark.parametrize("lam", [0.3, 1e-4])
 def test_the_written_jacobian_is_the_derivative_of_the_vector_field(problem, lam):
     Y = _state(problem, lam, 3.0)
     A = _jacobian(problem, lam, Y)
@@ -132,7 +125,7 @@ def test_the_written_jacobian_is_the_derivative_of_the_vector_field(problem, lam
         assert np.allclose(col, A[:, q], rtol=1e-5, atol=noise + 1e-9), q
 
 
-@pytest.mark.parametrize("lam, c", [(0.0, 0.05), (0.0, 40.0), (0.3, 0.05), (0.3, 3.0), (1e-4, 0.2), (1e-4, 30.0)])
+@pytest.mark.parametrize("lam, c", [(0.3, 0.05), (0.3, 3.0), (0.3, 100.0), (1e-4, 0.2), (1e-4, 30.0)])
 def test_structured_solve_is_the_exact_jacobian_solve(problem, lam, c):
     """(I - cA)⁻¹r from the kernel's d × d (or 2d × 2d) solve against a dense NumPy solve with that Jacobian."""
     d = problem.d
@@ -141,17 +134,15 @@ def test_structured_solve_is_the_exact_jacobian_solve(problem, lam, c):
     A = _jacobian(problem, lam, Y)
     m = A.shape[0]
     R = np.random.default_rng(1).standard_normal((KF.N_RK_ROWS, d))
-    if lam == 0.0:  # gradient flow's velocity rows (and K, Q) are not part of its system
-        R[[KF.V_PLUS, KF.V_MINUS, KF.K_PLUS, KF.K_MINUS, KF.Q_INT]] = 0.0
     want = np.linalg.solve(np.eye(m) - c * A, R.ravel()).reshape(R.shape)
     ws = KR._workspace(problem.n, d)
     (ap, am, E, N, NT, piv, B2, B2T, piv2, U, Fw, Rw, sp, sm, t, hz, hw, resid, rhs2, theta, gw) = ws
-    how = KR._factor(problem.hessian, lam == 0.0, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2)
+    how = KR._factor(problem.hessian, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2)
     assert how in (1, 2, 3)
     out = np.zeros_like(R)
     ok = np.ones(d, dtype=bool)
-    KR._solve(problem.X, problem.XT, problem.hessian, MODE_HESSIAN, lam == 0.0, lam, 0.0 if lam == 0.0 else 1 / lam,
-              c, how, Y, g, ok, ok, ap, am, E, N, NT, piv, B2T, piv2, R, out, sp, sm, t, hz, hw, resid, rhs2)
+    KR._solve(problem.X, problem.XT, problem.hessian, MODE_HESSIAN, lam, 1 / lam, c, how, Y, g, ok, ok, ap, am, E, N,
+              NT, piv, B2T, piv2, R, out, sp, sm, t, hz, hw, resid, rhs2)
     scale = np.abs(want).max(axis=1, keepdims=True) + 1e-300
     assert np.all(np.abs(out - want) / scale < 1e-9), (how, np.max(np.abs(out - want) / scale))
 
@@ -161,41 +152,171 @@ def test_every_factorisation_is_exercised(problem):
     (some α ± βg < 0) and the dense 2d × 2d LU (some |α ± βg| small against α)."""
     d = problem.d
     got = {}
-    for lam, c in [(0.0, 0.05), (0.0, 40.0), (0.3, 3.0)]:
+    for lam, c in [(0.3, 0.05), (0.3, 100.0), (0.3, 3.0)]:
         Y = _state(problem, lam, 3.0)
         _, g = _rhs(problem, lam, Y)
         ws = KR._workspace(problem.n, d)
         (ap, am, E, N, NT, piv, B2, B2T, piv2, *_rest) = ws
-        got[(lam, c)] = KR._factor(problem.hessian, lam == 0.0, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2)
-    assert got == {(0.0, 0.05): 3, (0.0, 40.0): 1, (0.3, 3.0): 2}
+        got[(lam, c)] = KR._factor(problem.hessian, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2)
+    assert got == {(0.3, 0.05): 3, (0.3, 100.0): 1, (0.3, 3.0): 2}
 
 
-@pytest.mark.parametrize("lam", [0.0, 0.5])
-def test_one_step_has_order_five_against_radau(problem, lam):
-    """Local error of one step from a point of the trajectory (Radau at rtol 1e-13) shrinks as h⁶."""
+def test_one_step_has_order_five_against_radau(problem):
+    """Local error of one MGF step from a point of the trajectory (Radau at rtol 1e-13) shrinks as h⁶."""
     d = problem.d
+    lam = 0.5
     t0 = 4.0
     Y0 = _state(problem, lam, t0)
     Y0[KF.J_PLUS:] = 0.0
     F0, g0 = _rhs(problem, lam, Y0)
     errs, ests = [], []
     for h in (0.1, 0.05, 0.025):
-        if lam == 0.0:
-            w = gf_dop853(problem.hessian, problem.b, t0 + h, np.full(2 * d, 0.01), rtol=1e-13, atol=1e-16, full=True)
-        else:
-            w, _ = mgf_radau(problem.hessian, problem.b, lam, t0 + h, np.full(2 * d, 0.01), np.zeros(2 * d), rtol=1e-13,
-                             atol=1e-16, full=True)
+        w, _ = mgf_radau(problem.hessian, problem.b, lam, t0 + h, np.full(2 * d, 0.01), np.zeros(2 * d), rtol=1e-13,
+                         atol=1e-16, full=True)
         ws = KR._workspace(problem.n, d)
         Kst = np.zeros((KR.N_STAGES, KF.N_RK_ROWS, d))
         Y1 = np.zeros_like(Y0)
         ok = np.ones(d, dtype=bool)
-        KR._attempt(problem.X, problem.XT, problem.y, problem.hessian, problem.b, MODE_HESSIAN, lam == 0.0, lam,
-                    0.0 if lam == 0.0 else 1 / lam, h, Y0, F0, g0, ok, ok, ws, Kst, Y1,
-                    np.zeros(KR.N_COUNTERS, dtype=np.int64))
+        KR._attempt(problem.X, problem.XT, problem.y, problem.hessian, problem.b, MODE_HESSIAN, lam, 1 / lam, h, Y0,
+                    F0, g0, ok, ok, ws, Kst, Y1, np.zeros(KR.N_COUNTERS, dtype=np.int64))
         errs.append(np.abs(np.concatenate([Y1[KF.W_PLUS], Y1[KF.W_MINUS]]) - w).max())
         ests.append(np.abs(Kst[-1, :2]).max())
     assert errs[0] / errs[1] > 2**5.3 and errs[1] / errs[2] > 2**5.3, errs  # local error O(h⁶)
     assert 2**4.3 < ests[0] / ests[1] < 2**5.7, ests  # the estimate is O(h⁵) (embedded order 4)
+
+
+# -- gradient flow in its mirror coordinate P (kernels/flow_rodas_gf.py) -----------------------------------
+
+def _mirror_state(problem, t, w_init):
+    """The mirror point (P, G₂) of gradient flow at time t from w(0) = ``w_init`` ((2, d)), P from the weights of
+    SciPy's DOP853 in w± (w₊ = w₊(0)e^{-P}); G₂ random (it enters no right-hand side)."""
+    d = problem.d
+    w = gf_dop853(problem.hessian, problem.b, t, w_init.ravel(), rtol=1e-13, atol=1e-16, full=True)
+    Z = np.zeros((KG.N_MIRROR_ROWS, d))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        Z[KG.MIRROR_P] = np.where(w_init[0] != 0.0, np.log(w_init[0] / w[:d]), 0.0)
+    Z[KG.MIRROR_G2] = np.random.default_rng(0).uniform(0.1, 1.0, d)
+    return Z, w
+
+
+def _mirror_rhs(problem, Z, w_init):
+    d = problem.d
+    F = np.zeros_like(Z)
+    g = np.zeros(d)
+    wp, wm = np.zeros(d), np.zeros(d)
+    KG._rhs_mirror(problem.X, problem.XT, problem.y, problem.hessian, problem.b, MODE_HESSIAN, w_init, Z, wp, wm,
+                   np.zeros(d), g, np.zeros(problem.n), F)
+    return F, g, wp, wm
+
+
+def _w_init(d, zero=None):
+    w = np.full((2, d), 0.01)
+    if zero is not None:  # a coordinate with w₊(0) = w₋(0) = 0: σ = 0 there (θ stays 0)
+        w[:, zero] = 0.0
+    return w
+
+
+def test_the_mirror_coordinate_gives_the_weights_of_gradient_flow(problem):
+    """w± = w±(0)e^{∓P} with P = ∫g is gradient flow: the kernel's weights at P(t) from SciPy's P (its own
+    integral of g along DOP853's trajectory in w±) are DOP853's weights, and its field is g."""
+    d = problem.d
+    w_init = _w_init(d)
+    Z, w = _mirror_state(problem, 6.0, w_init)
+    F, g, wp, wm = _mirror_rhs(problem, Z, w_init)
+    assert np.allclose(wp, w[:d], rtol=1e-12, atol=0) and np.allclose(wm, w[d:], rtol=1e-12, atol=0)
+    assert np.allclose(-np.log(wm / w_init[1]), -Z[KG.MIRROR_P], rtol=1e-12)  # w₊w₋ conserved: one P for both
+    assert np.allclose(g, problem.hessian @ ((w[:d] ** 2 - w[d:] ** 2) / 4) - problem.b, rtol=1e-10, atol=1e-13)
+    assert np.array_equal(F[KG.MIRROR_P], g) and np.array_equal(F[KG.MIRROR_G2], g * g)
+
+
+def _mirror_jacobian(problem, Z, w_init):
+    """The Jacobian of (Ṗ, Ġ₂) = (g, g⊙g) in (P, G₂), written out (module docstring of kernels/flow_rodas_gf.py)."""
+    _, g, wp, wm = _mirror_rhs(problem, Z, w_init)
+    A = -problem.hessian * (0.5 * (wp * wp + wm * wm))[None, :]  # ∂g/∂P = -HΣ
+    d = problem.d
+    out = np.zeros((2 * d, 2 * d))
+    out[:d, :d] = A
+    out[d:, :d] = 2 * g[:, None] * A
+    return out
+
+
+def test_the_written_mirror_jacobian_is_the_derivative(problem):
+    d = problem.d
+    w_init = _w_init(d)
+    Z, _ = _mirror_state(problem, 3.0, w_init)
+    A = _mirror_jacobian(problem, Z, w_init)
+    for q in range(d):  # the G₂ columns are 0
+        e = np.zeros_like(Z)
+        e[KG.MIRROR_P, q] = 1e-4
+        f = [_mirror_rhs(problem, Z + k * e, w_init)[0].ravel() for k in (-2, -1, 1, 2)]
+        col = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * 1e-4)
+        assert np.allclose(col, A[:, q], rtol=1e-6, atol=1e-9), q
+    assert not A[:, d:].any()
+
+
+@pytest.mark.parametrize("c, zero, how", [(0.05, None, 3), (40.0, None, 3), (0.05, 4, 1), (40.0, 4, 1)])
+def test_mirror_solve_is_the_exact_jacobian_solve(problem, c, zero, how):
+    """(I - cA)⁻¹r of the d × d solve (Cholesky of Σ⁻¹ + cH; LU of I + cHΣ where some σ = 0) against a dense
+    NumPy solve with the written Jacobian."""
+    d = problem.d
+    w_init = _w_init(d, zero)
+    Z, _ = _mirror_state(problem, 3.0, w_init)
+    if zero is not None:
+        Z[KG.MIRROR_P, zero] = 0.3  # (P of a zero coordinate is free: give it a value)
+    _, g, wp, wm = _mirror_rhs(problem, Z, w_init)
+    A = _mirror_jacobian(problem, Z, w_init)
+    R = np.random.default_rng(1).standard_normal(Z.shape)
+    want = np.linalg.solve(np.eye(2 * d) - c * A, R.ravel()).reshape(R.shape)
+    (sig, N, NT, piv, *_rest) = KG._workspace_mirror(problem.n, d)
+    assert KG._factor_mirror(problem.hessian, c, wp, wm, sig, N, NT, piv) == how
+    out = np.zeros_like(R)
+    KG._solve_mirror(how, sig, N, NT, piv, g, R, out, np.zeros(d))
+    scale = np.abs(want).max(axis=1, keepdims=True)
+    assert np.all(np.abs(out - want) / scale < 1e-10), np.max(np.abs(out - want) / scale)
+
+
+def test_one_mirror_step_has_order_five_against_dop853(problem):
+    """Local error of one gradient-flow step in P from a point of the trajectory (DOP853 at rtol 1e-13) shrinks as
+    h⁶, its estimate as h⁵."""
+    d = problem.d
+    w_init = _w_init(d)
+    t0 = 4.0
+    Z0, _ = _mirror_state(problem, t0, w_init)
+    Z0[KG.MIRROR_G2] = 0.0
+    F0, g0, wp0, wm0 = _mirror_rhs(problem, Z0, w_init)
+    errs, ests = [], []
+    for h in (0.1, 0.05, 0.025):
+        want, _ = _mirror_state(problem, t0 + h, w_init)
+        ws = KG._workspace_mirror(problem.n, d)
+        Kz = np.zeros((KR.N_STAGES, KG.N_MIRROR_ROWS, d))
+        Z1 = np.zeros_like(Z0)
+        how = KG._attempt_mirror(problem.X, problem.XT, problem.y, problem.hessian, problem.b, MODE_HESSIAN, w_init,
+                                 h, Z0, F0, g0, wp0, wm0, ws, Kz, Z1, np.zeros(KR.N_COUNTERS, dtype=np.int64))
+        assert how == 3
+        errs.append(np.abs(Z1[KG.MIRROR_P] - want[KG.MIRROR_P]).max())
+        ests.append(np.abs(Kz[-1, KG.MIRROR_P]).max())
+    assert errs[0] / errs[1] > 2**5.3 and errs[1] / errs[2] > 2**5.3, errs  # local error O(h⁶)
+    assert 2**4.3 < ests[0] / ests[1] < 2**5.7, ests  # the estimate is O(h⁵) (embedded order 4)
+
+
+def test_gradient_flow_keeps_signs_and_delta(problem):
+    """In P no w± changes sign, Δ = |w₊w₋| is conserved (to rounding) and J± equal G₂; against SciPy's Radau in w±
+    at rtol 1e-12 to t = 500 within 1e-10, from weights of both signs and a w₋(0) 100 times smaller than w₊(0)."""
+    d = problem.d
+    u0 = np.full(d, 0.01)
+    v0 = np.full(d, 0.004)
+    v0[3] = 0.0099  # w₋(0) = 1e-4 at coordinate 3
+    v0[7] = -0.02  # w₊(0) < 0 at coordinate 7
+    u0[9] = -0.01  # both < 0 at coordinate 9
+    res = dm.gf(problem, t_max=500.0, u0=u0, v0=v0, scheme="rodas", record=dm.Record(accepted=True))
+    tr = res.trajectory
+    assert np.all(np.sign(tr.w_plus) == np.sign(u0 + v0)) and np.all(np.sign(tr.w_minus) == np.sign(u0 - v0))
+    delta0 = np.abs((u0 + v0) * (u0 - v0))
+    assert np.allclose(tr.delta, delta0[None, :], rtol=1e-13, atol=0)
+    assert np.array_equal(res.j_plus, res.grad_sq_integral) and np.array_equal(res.j_minus, res.grad_sq_integral)
+    want = gf_radau(problem.hessian, problem.b, 500.0, np.concatenate([u0 + v0, u0 - v0]), rtol=1e-12, atol=1e-15)
+    assert np.abs(res.theta - want).max() < 1e-10
+    assert res.n_crossings == 0
 
 
 # -- whole runs ------------------------------------------------------------------------------------------

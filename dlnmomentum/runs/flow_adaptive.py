@@ -70,6 +70,8 @@ class AdaptiveFlowRun(FlowRun):
         self.schedule = (np.zeros(0, dtype=np.float64) if schedule is None
                          else np.asarray(schedule, dtype=np.float64))
         self.chunk_steps = CHUNK_STEPS
+        # the initial weights, which gradient flow's mirror coordinate P maps to w± = w±(0)e^{∓P}
+        self.w_init = np.ascontiguousarray(np.stack([self.w_plus0, self.w_minus0]), dtype=np.float64)
         self.arrays = (np.ascontiguousarray(problem.X), np.ascontiguousarray(problem.XT),
                        np.ascontiguousarray(problem.hessian), np.ascontiguousarray(problem.b))
 
@@ -131,7 +133,7 @@ class AdaptiveFlowRun(FlowRun):
         tol = -1.0 if c.tol is None else c.tol
         X, XT, H, b = self.arrays
         return KRR._rodas_advance(
-            X, XT, p.y, H, b, p.X_test, p.y_test, c.lam, self.mode, tol, c.t_max, c.rtol, c.atol,
+            X, XT, p.y, H, b, p.X_test, p.y_test, self.w_init, c.lam, self.mode, tol, c.t_max, c.rtol, c.atol,
             self.fstate, self.istate, self.counters, self.sstate, self.dense, n_steps,
             self.log_time, self.log_coord, self.log_sign,
             self.schedule, self.record_accepted, self.cursor, offset, block["step"], block["time"], block["vectors"],
