@@ -5,6 +5,10 @@ r"""The driver of the adaptive Rodas5P flow (:mod:`.flow_rodas`): dense output, 
 locates the sign crossings of w± of every accepted step on its dense output, writes the records owed
 up to the current point, tests the stopping rule and keeps every quantity of the fixed-step flows
 (:mod:`.flow`'s state rows: the integrals, crossing counts and times, the running minimum of Δ).
+Gradient flow takes the steps of :func:`.flow_rodas_gf._attempt_mirror` on its mirror state (P, G₂) under the
+same controller; after each accepted step the state rows are filled from it (w± = w±(0)e^{∓P}, ẇ± the vector
+field, J± = G₂), so stores, theory and resume read the same rows for both flows, and P in ``fstate`` is what a
+resumed run continues from, bit for bit.
 """
 
 import numpy as np
@@ -221,23 +225,26 @@ def _mirror_point(Z, F, g, wp, wm, valid_p, valid_m, Y, FY):
 
 
 @njit(**JIT_OPTIONS)
-def _mirror_dense(Z0, Z1, Kz, dense):
-    """Dense rows of gradient flow's last step: row 0 is P (:func:`_record` maps it to w±), the others 0."""
-    d = Z0.shape[1]
+def _dense_row(y0, y1, Kst, r, dense, k):
+    """Dense row ``k`` of the last step from its end values ``y0``, ``y1`` and the stages' row ``r``:
+    q_m = Σ_j RODAS_H[m, j] k_j, summed over j in increasing order (passes over the coordinates, which vectorise)."""
+    d = y0.shape[0]
     for i in range(d):
-        dense[0, 0, i] = Z0[MIRROR_P, i]
-        dense[1, 0, i] = Z1[MIRROR_P, i]
-        q1 = 0.0
-        q2 = 0.0
-        q3 = 0.0
-        for j in range(N_STAGES):
-            kj = Kz[j, MIRROR_P, i]
-            q1 += RODAS_H[0, j] * kj
-            q2 += RODAS_H[1, j] * kj
-            q3 += RODAS_H[2, j] * kj
-        dense[2, 0, i] = q1
-        dense[3, 0, i] = q2
-        dense[4, 0, i] = q3
+        dense[0, k, i] = y0[i]
+        dense[1, k, i] = y1[i]
+        dense[2, k, i] = 0.0
+        dense[3, k, i] = 0.0
+        dense[4, k, i] = 0.0
+    for j in range(N_STAGES):
+        h0 = RODAS_H[0, j]
+        h1 = RODAS_H[1, j]
+        h2 = RODAS_H[2, j]
+        kj = Kst[j, r]
+        for i in range(d):
+            kji = kj[i]
+            dense[2, k, i] += h0 * kji
+            dense[3, k, i] += h1 * kji
+            dense[4, k, i] += h2 * kji
 
 
 @njit(**JIT_OPTIONS)
@@ -424,28 +431,15 @@ def _rodas_advance(
         h_next = h * fac
         if last and h_next < sstate[H_NEXT]:
             h_next = sstate[H_NEXT]  # a step shortened to land on t_max does not shrink the next guess
-        if gf:
-            _mirror_dense(Z0, Z1, Kz, dense)
+        if gf:  # dense row 0 is P (_record maps it to w±), the others stay 0
+            _dense_row(Z0[MIRROR_P], Z1[MIRROR_P], Kz, MIRROR_P, dense, 0)
             _field_mirror(X, XT, y, H, b, mode, wp1, wm1, theta, g1, resid, Fz1)  # (wp1, wm1: the error norm's)
             counters[N_RHS] += 1
             _mirror_point(Z1, Fz1, g1, wp1, wm1, valid_p, valid_m, Y1, F1)
         else:
             for k in range(4):
                 r = _D_ROWS[k]
-                for i in range(d):
-                    dense[0, k, i] = Y0[r, i]
-                    dense[1, k, i] = Y1[r, i]
-                    q1 = 0.0
-                    q2 = 0.0
-                    q3 = 0.0
-                    for j in range(N_STAGES):
-                        kj = Kst[j, r, i]
-                        q1 += RODAS_H[0, j] * kj
-                        q2 += RODAS_H[1, j] * kj
-                        q3 += RODAS_H[2, j] * kj
-                    dense[2, k, i] = q1
-                    dense[3, k, i] = q2
-                    dense[4, k, i] = q3
+                _dense_row(Y0[r], Y1[r], Kst, r, dense, k)
             _rhs(X, XT, y, H, b, mode, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)
             counters[N_RHS] += 1
             seen = counters[N_CROSSINGS]

@@ -436,12 +436,14 @@ def test_chunking_and_record_blocks_do_not_change_bits(problem, lam, record):
             assert np.array_equal(res.trajectory.fields()[name], arr, equal_nan=True), (name, chunk, rows)
 
 
-def test_store_round_trip_and_sigkill_then_resume_bit_for_bit(problem, tmp_path):
+@pytest.mark.parametrize("lam", [0.0, 0.5])
+def test_store_round_trip_and_sigkill_then_resume_bit_for_bit(problem, tmp_path, lam):
+    """(Gradient flow resumes from P in the state rows and w±(0) rebuilt from the store's u0, v0.)"""
     kwargs = dict(t_max=1e6, tol=1e-20, record=dm.Record(log=200))
-    live = dm.mgf(problem, 0.5, **kwargs)
+    live = dm.mgf(problem, lam, **kwargs)
     assert live.config.scheme == "rodas"
     path = tmp_path / "flow.h5"
-    out = sigkill_adaptive_flow(path, 0.5, "dm.Record(log=200)", kill_at_chunk=23)
+    out = sigkill_adaptive_flow(path, lam, "dm.Record(log=200)", kill_at_chunk=23)
     assert out.returncode == -signal.SIGKILL, out.stderr
     assert S.open_store(path).state == "crashed"
     resumed = S.resume(path)
