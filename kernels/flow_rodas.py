@@ -383,6 +383,37 @@ def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, a
         Kout[Q_INT, i] = (R[Q_INT, i] + c * dg) * damp
 
 
+@njit(**INLINE_JIT_OPTIONS)
+def _stage_point(s, inv_h, Y0f, Kf, Uf, Rf):
+    """Stage s ≥ 1 of the method on flattened rows: u_s = y₀ + Σ_j a_sj k_j into ``Uf`` and Σ_j C_sj k_j/h into
+    ``Rf``, in one pass over each k_j (j increasing). Shared by both systems' steps (also :mod:`.flow_rodas_gf`)."""
+    m = Y0f.shape[0]
+    for q in range(m):
+        Uf[q] = Y0f[q]
+        Rf[q] = 0.0
+    for j in range(s):
+        a = RODAS_A[s, j]
+        cj = RODAS_C[s, j] * inv_h
+        kj = Kf[j]
+        for q in range(m):
+            kq = kj[q]
+            Uf[q] += a * kq
+            Rf[q] += cj * kq
+
+
+@njit(**INLINE_JIT_OPTIONS)
+def _step_end(Y0f, Kf, Y1f):
+    """y₁ = y₀ + Σ_j b_j k_j on flattened rows (j increasing)."""
+    m = Y0f.shape[0]
+    for q in range(m):
+        Y1f[q] = Y0f[q]
+    for j in range(N_STAGES):
+        bj = RODAS_B[j]
+        kj = Kf[j]
+        for q in range(m):
+            Y1f[q] += bj * kj[q]
+
+
 @njit(**JIT_OPTIONS)
 def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m, ws, Kst, Y1, counters):
     """One Rodas5P step of size ``h`` from ``Y0`` (``F0 = f(Y0)``, ``g0 = ∇L``) into ``Y1`` and ``Kst``.
@@ -412,32 +443,14 @@ def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m
             for q in range(m):
                 Rf[q] = c * F0f[q]
         else:
-            # u_s = y₀ + Σ_j a_sj k_j and Σ_j C_sj k_j/h in one pass over each k_j
-            for q in range(m):
-                Uf[q] = Y0f[q]
-                Rf[q] = 0.0
-            for j in range(s):
-                a = RODAS_A[s, j]
-                cj = RODAS_C[s, j] * inv_h
-                kj = Kf[j]
-                for q in range(m):
-                    kq = kj[q]
-                    Uf[q] += a * kq
-                    Rf[q] += cj * kq
+            _stage_point(s, inv_h, Y0f, Kf, Uf, Rf)
             _rhs(X, XT, y, H, b, mode, inv_lam, U, valid_p, valid_m, theta, g, resid, F)
             counters[N_RHS] += 1
             for q in range(m):
                 Rf[q] = c * (Ff[q] + Rf[q])
         _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, am, E, N, NT, piv, B2T, piv2,
                R, Kst[s], sp, sm, t, hz, hw, resid, rhs2)
-    Y1f = Y1.ravel()
-    for q in range(m):
-        Y1f[q] = Y0f[q]
-    for j in range(N_STAGES):
-        bj = RODAS_B[j]
-        kj = Kf[j]
-        for q in range(m):
-            Y1f[q] += bj * kj[q]
+    _step_end(Y0f, Kf, Y1.ravel())
     return how
 
 

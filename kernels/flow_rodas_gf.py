@@ -52,7 +52,7 @@ from numba import njit
 
 from .config import INLINE_JIT_OPTIONS, JIT_OPTIONS, OVERFLOW
 from .flow import _gradient
-from .flow_rodas import GAMMA, N_LU, N_RHS, N_STAGES, RODAS_A, RODAS_B, RODAS_C
+from .flow_rodas import GAMMA, N_LU, N_RHS, N_STAGES, _stage_point, _step_end
 from .small_linalg import _cholesky, _cholesky_solve, _lu, _lu_solve, _lu_transpose
 
 #: Rows of the mirror state (shape (N_MIRROR_ROWS, d)): P = ∫g and G₂ = ∫g⊙g.
@@ -164,30 +164,13 @@ def _attempt_mirror(X, XT, y, H, b, mode, w_init, h, Z0, F0, g0, wp0, wm0, ws, K
             for q in range(m):
                 Rf[q] = c * F0f[q]
         else:
-            for q in range(m):
-                Uf[q] = Z0f[q]
-                Rf[q] = 0.0
-            for j in range(s):
-                a = RODAS_A[s, j]
-                cj = RODAS_C[s, j] * inv_h
-                kj = Kf[j]
-                for q in range(m):
-                    kq = kj[q]
-                    Uf[q] += a * kq
-                    Rf[q] += cj * kq
+            _stage_point(s, inv_h, Z0f, Kf, Uf, Rf)
             _rhs_mirror(X, XT, y, H, b, mode, w_init, U, wp, wm, theta, g, resid, F)
             counters[N_RHS] += 1
             for q in range(m):
                 Rf[q] = c * (Ff[q] + Rf[q])
         _solve_mirror(how, sig, N, NT, piv, g0, R, Kst[s], t)
-    Z1f = Z1.ravel()
-    for q in range(m):
-        Z1f[q] = Z0f[q]
-    for j in range(N_STAGES):
-        bj = RODAS_B[j]
-        kj = Kf[j]
-        for q in range(m):
-            Z1f[q] += bj * kj[q]
+    _step_end(Z0f, Kf, Z1.ravel())
     return how
 
 
