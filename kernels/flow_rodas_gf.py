@@ -62,10 +62,11 @@ N_MIRROR_ROWS = 2
 
 
 @njit(**JIT_OPTIONS)
-def _weights(w_init, Z, wp, wm):
-    """w₊ = w₊(0)e^{-P}, w₋ = w₋(0)e^{P} at the mirror point ``Z`` (one exponential a coordinate)."""
-    for i in range(Z.shape[1]):
-        e = np.exp(Z[MIRROR_P, i])
+def _weights(w_init, P, wp, wm):
+    """w₊ = w₊(0)e^{-P}, w₋ = w₋(0)e^{P} (one exponential a coordinate): the one map from P to the weights (the
+    steps, the error norm, the records)."""
+    for i in range(P.shape[0]):
+        e = np.exp(P[i])
         wp[i] = w_init[0, i] / e
         wm[i] = w_init[1, i] * e
 
@@ -73,7 +74,7 @@ def _weights(w_init, Z, wp, wm):
 @njit(**JIT_OPTIONS)
 def _rhs_mirror(X, XT, y, H, b, mode, w_init, Z, wp, wm, theta, g, resid, F):
     """F = (g, g⊙g) at ``Z``; w± into ``wp``, ``wm`` and ∇L(θ) into ``g``."""
-    _weights(w_init, Z, wp, wm)
+    _weights(w_init, Z[MIRROR_P], wp, wm)
     _field_mirror(X, XT, y, H, b, mode, wp, wm, theta, g, resid, F)
 
 
@@ -188,7 +189,7 @@ def _error_norm_mirror(w_init, Z0, Z1, Kst, rtol, atol, wp, wm):
             sc = atol + rtol * max(max(abs(Z0[r, i]), abs(y1)), 1.0)
             e = Kst[N_STAGES - 1, r, i] / sc
             total += e * e
-    _weights(w_init, Z1, wp, wm)
+    _weights(w_init, Z1[MIRROR_P], wp, wm)
     for i in range(d):
         if not (abs(wp[i]) < OVERFLOW and abs(wm[i]) < OVERFLOW):
             return np.nan

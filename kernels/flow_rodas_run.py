@@ -76,6 +76,7 @@ from .flow_rodas_gf import (
     _error_norm_mirror,
     _field_mirror,
     _rhs_mirror,
+    _weights,
     _workspace_mirror,
 )
 from .layout import REC_DELTA, REC_THETA, REC_W_MINUS, REC_W_PLUS
@@ -154,16 +155,17 @@ def _crossings(Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time,
 def _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s, step, t_rec, row, theta, g, resid, wp_buf,
             wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm):
     """Row ``row`` of the record buffers: the dense output at fraction ``s`` of the last step (gradient flow:
-    of P, the weights w± = w±(0)e^{∓P} as :func:`.flow_rodas_gf._weights` gives them, ẇ± from the vector field)."""
+    of P, the weights from :func:`.flow_rodas_gf._weights`, ẇ± from the vector field)."""
     d = theta.shape[0]
-    for i in range(d):
-        if gf:
-            e = np.exp(_dense_at(dense, 0, i, s))
-            wp_buf[i] = w_init[0, i] / e
-            wm_buf[i] = w_init[1, i] * e
-        else:
+    if gf:
+        for i in range(d):
+            theta[i] = _dense_at(dense, 0, i, s)  # (P here, θ below)
+        _weights(w_init, theta, wp_buf, wm_buf)
+    else:
+        for i in range(d):
             wp_buf[i] = _dense_at(dense, 0, i, s)
             wm_buf[i] = _dense_at(dense, 1, i, s)
+    for i in range(d):
         theta[i] = (wp_buf[i] * wp_buf[i] - wm_buf[i] * wm_buf[i]) * 0.25
     if gf:
         _gradient(X, XT, y, H, b, mode, theta, d, resid, g)
