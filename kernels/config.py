@@ -47,7 +47,9 @@ JIT_OPTIONS = dict(nogil=True, cache=True, fastmath=FASTMATH, error_model="numpy
 PARALLEL_JIT_OPTIONS = dict(JIT_OPTIONS, parallel=True)
 
 #: Options of small helpers called many times per step with long argument lists (the adaptive scheme's stage
-#: solve, :func:`.flow_rodas._solve` and what it calls): inlined into their caller at Numba's IR level. A call
+#: solves, :func:`.flow_rodas._solve` and what it calls and :func:`.flow_rodas_gf._solve_mirror`, and its stage
+#: sums :func:`.flow_rodas._stage_point`, :func:`.flow_rodas._step_end`): inlined into their caller at Numba's IR
+#: level. A call
 #: of a compiled function passes every array as its data pointer, shape and strides and checks a status on
 #: return; with twenty-odd arrays that cost about a quarter of a stage solve (measured 2026-11-26: whole
 #: ``dm.gf``/``dm.mgf`` runs to train loss 1e-20 10-13 % faster, the same bits, since inlining changes no
