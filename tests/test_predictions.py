@@ -87,6 +87,17 @@ def test_theorem_1_prediction_of_converged_flows(fast_problem, lam, stays_positi
     assert res.prediction_gap <= 1e-8
 
 
+def test_theorem_1_prediction_after_a_hundred_crossings():
+    """At λ = 24.6 on the paper's problem MGF crosses zero 122 times and θ̃0 reaches 1.4e49: the prediction is
+    still computed and matches the flow (it failed before the solver's start far from the reference point:
+    a point of `dlnm reproduce --full`'s Figure 7 grid)."""
+    problem = dm.sparse_regression(n=20, d=30, s=5, seed=0)
+    res = dm.mgf(problem, lam=24.633928442641, t_max=1e7, tol=1e-20, alpha=0.01)
+    assert res.status_name == "converged" and res.n_crossings > 100
+    assert np.abs(res.theta0_tilde).max() > 1e40
+    assert res.prediction_gap <= 1e-8
+
+
 def test_gradient_flow_from_sqrt_delta_matches_implicit_bias(fast_problem):
     """Gradient flow from u0 = √Δ, v0 = 0 (θ0 = 0, Δ conserved) reaches implicit_bias(X, y, Δ)."""
     d = fast_problem.d

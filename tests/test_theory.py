@@ -397,6 +397,26 @@ def test_implicit_bias_matches_trust_constr(seed, n, d):
     np.testing.assert_allclose(res.theta, ref.x, rtol=1e-6, atol=1e-6 * np.abs(ref.x).max())
 
 
+@pytest.mark.parametrize("seed", [0, 2, 5])
+def test_implicit_bias_reference_point_far_outside_the_interpolators(seed):
+    """θ̃₀ up to ~1e100 (MGF's perturbed initialisation after many sign crossings reaches 1e50-1e66 on the
+    paper's problem): a problem built with a known minimiser. θ is the minimiser iff its mirror coordinates
+    arcsinh(2θ/Δ) differ from θ̃₀'s by a vector of range(Xᵀ), so θ̃₀ is built from the min-norm interpolator
+    by moving its mirror coordinates by -2Xᵀν, ν ~ 10·N(0, 1)."""
+    X, y, _ = sparse_regression(20, 30, 5, seed)
+    rng = np.random.default_rng(seed)
+    theta_true = np.linalg.pinv(X) @ y
+    delta = 10.0 ** rng.uniform(-5.3, -1.8, 30)           # the range of Δ∞ of those MGF runs
+    nu = 10.0 * rng.normal(size=20)
+    theta0 = 0.5 * delta * np.sinh(np.arcsinh(2 * theta_true / delta) - 2 * X.T @ nu)
+    assert np.abs(theta0).max() > 1e60
+    res = theory.implicit_bias(X, y, delta, theta0)
+    assert res.converged
+    np.testing.assert_allclose(res.theta, theta_true, rtol=0, atol=1e-12 * np.abs(theta_true).max())
+    primal, stationarity = kkt_residuals(X, y, res.theta, delta, theta0)
+    assert primal < 1e-12 and stationarity < 1e-12
+
+
 def test_large_delta_gives_euclidean_projection():
     X, y, _ = sparse_regression(20, 30, 5, 7)
     theta0 = np.random.default_rng(7).normal(size=30)

@@ -125,6 +125,25 @@ def _dual_state(X, y, nu, a0, theta0, delta):
     return a, theta, residual, value
 
 
+def _start_far_from_reference(X, theta0, delta):
+    """Dual starting point when θ̃₀ lies far outside the scale of the interpolators, or None.
+
+    ν = 0 starts Newton at θ(0) = θ̃₀. After sign crossings MGF's perturbed initialisation can reach
+    |θ̃₀| ~ 1e50 (a = arcsinh(2θ̃₀/Δ) ~ 100 and more), and from there the damped Newton steps, capped in
+    the mirror coordinates, need hundreds of iterations or fail. At the optimum a = a₀ + 2Xᵀν is moderate
+    (θ interpolates), and its part outside range(Xᵀ) is a₀'s whatever ν: the ν that removes a₀'s part in
+    range(Xᵀ), ν = -½ argmin ‖a₀ + 2Xᵀν‖, starts from θ = (Δ/2) sinh((I - Π)a₀), on the optimum's scale.
+    Returns (ν, θ(ν)), or None if that θ is not finite.
+    """
+    a0 = _mirror_coordinate(theta0, delta)
+    nu = -0.5 * np.linalg.lstsq(X.T, a0, rcond=None)[0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        theta = _theta_of_mirror(a0 + 2.0 * (X.T @ nu), delta)
+    if not (np.all(np.isfinite(nu)) and np.all(np.isfinite(theta))):
+        return None
+    return nu, theta
+
+
 def _warm_start(X, y, nu, theta, theta0, old_delta, new_delta, scaling):
     """Dual starting point when Δ changes from ``old_delta`` to ``new_delta`` (previous solution ν, θ).
 
@@ -263,9 +282,14 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, tol=1e-12, max_iter=100, rai
     then Δ itself), each stage warm-started from the previous one.  The final iterate is polished by
     primal Newton projections onto {Xθ = y}, so ``kkt_residual`` reaches the rounding floor of Xθ.
 
-    Tested for Δ between 1e-300 and 1e8 (also coordinate-wise heterogeneous over ~30 decades) and
-    d up to 1e4; extremely heterogeneous Δ (e.g. 1e-200 next to 1e8 in the same vector) can fail to
-    converge, which is reported.
+    A reference point far outside the interpolators' scale (|θ̃₀| beyond e^20 times it: MGF's perturbed
+    initialisation after sign crossings reaches 1e50) is not a starting point: Newton then starts where the
+    row-space part of arcsinh(2θ̃₀/Δ) is removed, which puts θ on the solution's scale.
+
+    Tested for Δ between 1e-300 and 1e8 (also coordinate-wise heterogeneous over ~30 decades), d up to
+    1e4, and θ̃₀ up to 1e103 with Δ between 5e-6 and 1.6e-2 (the range of MGF's Δ∞ on the paper's
+    problem); extremely heterogeneous Δ (e.g. 1e-200 next to 1e8 in the same vector), and θ̃₀ beyond 1e100
+    together with Δ down to 1e-100, can fail to converge, which is reported.
 
     Parameters
     ----------
@@ -313,13 +337,28 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, tol=1e-12, max_iter=100, rai
     # nearly linear and Newton advances the mirror coordinates only a few units per iteration, while
     # the optimum has a ≈ ln(4|θ|/Δ).  Solve first with Δ clipped from below at C e^{-20}, then at
     # C e^{-60}, C e^{-100}, ..., finally with Δ itself, warm-starting each stage (see _warm_start).
-    c_scale = max(float(np.max(np.abs(theta_ls))), float(np.max(np.abs(theta0))))
+    # C is the larger of the interpolators' scale and θ̃₀'s, the start θ(0); a reference point beyond
+    # e^{_HOMOTOPY_START} times the interpolators' scale is not the start (_start_far_from_reference) and
+    # leaves C to the interpolators (measured on constructed problems with |θ̃₀| up to 1e103: with C from
+    # that start, 3 of 24 failed for Δ down to 1e-100; with C from the interpolators, 1).
+    ls_scale = float(np.max(np.abs(theta_ls)))
+    c_scale = max(ls_scale, float(np.max(np.abs(theta0))))
+    far_start = None
+    if c_scale > ls_scale * np.exp(_HOMOTOPY_START):
+        far_start = _start_far_from_reference(X, theta0, delta)
+        if far_start is not None:
+            c_scale = ls_scale
     log_gap = float(np.log(c_scale / np.min(delta))) if c_scale > 0 else 0.0
     floors_log = []                      # stage k clips Δ at C e^{-floors_log[k]}
     if log_gap > _HOMOTOPY_START:
         floors_log = list(np.arange(_HOMOTOPY_START, log_gap, _HOMOTOPY_STEP))
     floors_log.append(log_gap)           # last stage: Δ unchanged
     nu = np.zeros(n)
+    if far_start is not None:
+        first_delta = delta if len(floors_log) == 1 else np.maximum(delta, c_scale * np.exp(-floors_log[0]))
+        first = _start_far_from_reference(X, theta0, first_delta)
+        if first is not None:
+            nu = first[0]
     iterations = 0
     stage_delta = theta = None
     for k, depth in enumerate(floors_log):
