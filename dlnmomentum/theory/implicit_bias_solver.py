@@ -133,7 +133,7 @@ def _start_far_from_reference(X, theta0, delta):
     the mirror coordinates, need hundreds of iterations or fail. At the optimum a = a₀ + 2Xᵀν is moderate
     (θ interpolates), and its part outside range(Xᵀ) is a₀'s whatever ν: the ν that removes a₀'s part in
     range(Xᵀ), ν = -½ argmin ‖a₀ + 2Xᵀν‖, starts from θ = (Δ/2) sinh((I - Π)a₀), on the optimum's scale.
-    Returns (ν, θ(ν)), or None if that θ is not finite.
+    Returns that ν, or None if its θ is not finite (the solver then starts from ν = 0).
     """
     a0 = _mirror_coordinate(theta0, delta)
     nu = -0.5 * np.linalg.lstsq(X.T, a0, rcond=None)[0]
@@ -141,7 +141,7 @@ def _start_far_from_reference(X, theta0, delta):
         theta = _theta_of_mirror(a0 + 2.0 * (X.T @ nu), delta)
     if not (np.all(np.isfinite(nu)) and np.all(np.isfinite(theta))):
         return None
-    return nu, theta
+    return nu
 
 
 def _warm_start(X, y, nu, theta, theta0, old_delta, new_delta, scaling):
@@ -343,22 +343,15 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, tol=1e-12, max_iter=100, rai
     # that start, 3 of 24 failed for Δ down to 1e-100; with C from the interpolators, 1).
     ls_scale = float(np.max(np.abs(theta_ls)))
     c_scale = max(ls_scale, float(np.max(np.abs(theta0))))
-    far_start = None
-    if c_scale > ls_scale * np.exp(_HOMOTOPY_START):
-        far_start = _start_far_from_reference(X, theta0, delta)
-        if far_start is not None:
-            c_scale = ls_scale
+    far_reference = c_scale > ls_scale * np.exp(_HOMOTOPY_START)
+    if far_reference:
+        c_scale = ls_scale
     log_gap = float(np.log(c_scale / np.min(delta))) if c_scale > 0 else 0.0
     floors_log = []                      # stage k clips Δ at C e^{-floors_log[k]}
     if log_gap > _HOMOTOPY_START:
         floors_log = list(np.arange(_HOMOTOPY_START, log_gap, _HOMOTOPY_STEP))
     floors_log.append(log_gap)           # last stage: Δ unchanged
     nu = np.zeros(n)
-    if far_start is not None:
-        first_delta = delta if len(floors_log) == 1 else np.maximum(delta, c_scale * np.exp(-floors_log[0]))
-        first = _start_far_from_reference(X, theta0, first_delta)
-        if first is not None:
-            nu = first[0]
     iterations = 0
     stage_delta = theta = None
     for k, depth in enumerate(floors_log):
@@ -368,6 +361,10 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, tol=1e-12, max_iter=100, rai
         if k > 0:
             scaling = (depth + 1.0) / (floors_log[k - 1] + 1.0)
             nu = _warm_start(X, y, nu, theta, theta0, previous_delta, stage_delta, scaling)
+        elif far_reference:
+            start = _start_far_from_reference(X, theta0, stage_delta)
+            if start is not None:
+                nu = start
         nu, theta, a0, res_norm, its, converged = _dual_newton(
             X, y, abs_x, stage_delta, theta0, nu, scale, tol if last else _HOMOTOPY_TOL, max_iter, last)
         iterations += its
