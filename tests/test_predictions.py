@@ -98,6 +98,17 @@ def test_theorem_1_prediction_after_a_hundred_crossings():
     assert res.prediction_gap <= 1e-8
 
 
+def test_theorem_2_prediction_with_an_astronomical_theta0_tilde():
+    """MGD(0.2, 0.98) (λ = 500) converges in about 3 000 steps with θ̃0 ~ 1e181 after its sign crossings: the
+    prediction is computed and matches the run (before the solver's start far from the reference point, 12 of
+    192 such points of a (β, γ) grid at β ≥ 0.95 had no prediction)."""
+    problem = dm.sparse_regression(n=20, d=30, s=5, n_test=100, seed=1)
+    res = dm.mgd(problem, 0.2, 0.98, steps=400_000, tol=1e-20)
+    assert res.status_name == "converged"
+    assert np.abs(res.theta0_tilde).max() > 1e150
+    assert res.prediction_gap <= 1e-8
+
+
 def test_gradient_flow_from_sqrt_delta_matches_implicit_bias(fast_problem):
     """Gradient flow from u0 = √Δ, v0 = 0 (θ0 = 0, Δ conserved) reaches implicit_bias(X, y, Δ)."""
     d = fast_problem.d
