@@ -288,8 +288,9 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, tol=1e-12, max_iter=100, rai
 
     Tested for Δ between 1e-300 and 1e8 (also coordinate-wise heterogeneous over ~30 decades), d up to
     1e4, and θ̃₀ up to 1e103 with Δ between 5e-6 and 1.6e-2 (the range of MGF's Δ∞ on the paper's
-    problem; MGD runs at β = 0.98 reach θ̃₀ ~ 1e181 and their predictions converge too); extremely heterogeneous Δ (e.g. 1e-200 next to 1e8 in the same vector), and θ̃₀ beyond 1e100
-    together with Δ down to 1e-100, can fail to converge, which is reported.
+    problem; MGD runs at β = 0.98 reach θ̃₀ ~ 1e181 and their predictions converge too); extremely
+    heterogeneous Δ (e.g. 1e-200 next to 1e8 in the same vector), and θ̃₀ beyond 1e100 together with Δ
+    down to 1e-100, can fail to converge, which is reported.
 
     Parameters
     ----------
