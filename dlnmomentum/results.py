@@ -155,6 +155,19 @@ class StatusMixin:
 class ResultMixin(StatusMixin):
     """Status helpers and lazy theory predictions for frozen result classes of diagonal networks."""
 
+    #: The fields holding the exponents S± of θ̃0 = ¼(w₊₀² e^{-2S₊} - w₋₀² e^{-2S₋}) (Lemma 4's sums for MGD,
+    #: I± for a flow, which sets its own).
+    _THETA0_EXPONENTS = ("s_plus", "s_minus")
+
+    @property
+    def theta0_tilde_mirror(self):
+        """arcsinh(2θ̃0/Δ∞), θ̃0's mirror coordinate at Δ∞, from the logarithms of θ̃0's two terms: finite where
+        ``theta0_tilde`` overflows (±inf after hundreds of sign crossings), and what the prediction uses there."""
+        from .theory.entropy import reference_mirror
+
+        plus, minus = (getattr(self, name) for name in self._THETA0_EXPONENTS)
+        return reference_mirror(self.w_plus0, self.w_minus0, plus, minus, self.delta_inf)
+
     def prediction(self):
         """Theorem 1 (flows) / Theorem 2 (MGD, SMGD) for this run, computed on request and cached.
 
@@ -175,7 +188,8 @@ class ResultMixin(StatusMixin):
                               f"(status {getattr(status, 'label', status)}), above {PREDICTION_TRAIN_LOSS:g}: its "
                               "prediction gap also measures how far it is from converging (run longer or pass tol=)",
                               RuntimeWarning, stacklevel=2)
-            cached = predict(self.problem.X, self.problem.y, self.delta_inf, self.theta0_tilde, self.theta)
+            cached = predict(self.problem.X, self.problem.y, self.delta_inf, self.theta0_tilde, self.theta,
+                             theta0_mirror=self.theta0_tilde_mirror)
             object.__setattr__(self, "_prediction", cached)
         return cached
 

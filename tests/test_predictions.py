@@ -109,6 +109,24 @@ def test_theorem_2_prediction_with_an_astronomical_theta0_tilde():
     assert res.prediction_gap <= 1e-8
 
 
+def test_predictions_where_theta0_tilde_overflows():
+    """MGD(0.1, 0.99) (λ = 1000) and MGF(λ = 1000) cross zero hundreds of times: θ̃0 = ±inf in float64, its
+    mirror coordinate is finite and the predictions of Theorems 1-2 match the runs; a sweep point is its run."""
+    problem = dm.sparse_regression(n=20, d=30, s=5, n_test=100, seed=0)
+    res = dm.mgd(problem, 0.1, 0.99, steps=1_000_000, tol=1e-20)
+    assert res.status_name == "converged" and not np.all(np.isfinite(res.theta0_tilde))
+    assert np.all(np.isfinite(res.theta0_tilde_mirror))
+    assert res.prediction_gap <= 1e-8
+    sweep = dm.sweep(dict(n=20, d=30, s=5, n_test=100), pairs=[(0.1, 0.99)], steps=1_000_000, tol=1e-20,
+                     theory=True, progress=False)
+    assert sweep.theory_reason_names[0, 0] == "computed"
+    assert sweep.prediction_gap[0, 0] == res.prediction_gap
+    flow = dm.mgf(dm.sparse_regression(n=20, d=30, s=5, seed=3), lam=1e3, t_max=1e8, tol=1e-20)
+    assert flow.status_name == "converged" and flow.n_crossings > 400
+    assert not np.all(np.isfinite(flow.theta0_tilde))
+    assert flow.prediction_gap <= 1e-8
+
+
 def test_gradient_flow_from_sqrt_delta_matches_implicit_bias(fast_problem):
     """Gradient flow from u0 = √Δ, v0 = 0 (θ0 = 0, Δ conserved) reaches implicit_bias(X, y, Δ)."""
     d = fast_problem.d

@@ -210,6 +210,46 @@ def test_bregman_matches_mpmath():
                 assert value <= 1e-280
 
 
+def test_reference_mirror_matches_mpmath_where_theta0_tilde_overflows():
+    """arcsinh(2θ̃₀/Δ) for θ̃₀ = ¼(w₊₀² e^{-2S₊} - w₋₀² e^{-2S₋}), exponents up to ±600 (θ̃₀ up to e^1200)."""
+    from dlnmomentum.theory.entropy import _mirror_coordinate, reference_mirror
+
+    mpmath = pytest.importorskip("mpmath")
+    rng = np.random.default_rng(3)
+    n = 400
+    w_plus0 = rng.uniform(1e-3, 2e-2, n)
+    w_minus0 = rng.uniform(1e-3, 2e-2, n) * rng.choice([-1.0, 1.0], n)
+    s_plus = rng.normal(size=n) * 10.0 ** rng.uniform(-1, np.log10(600), n)
+    s_minus = rng.normal(size=n) * 10.0 ** rng.uniform(-1, np.log10(600), n)
+    s_minus[:20] = s_plus[:20] + np.log(np.abs(w_minus0[:20] / w_plus0[:20]))   # θ̃₀ = 0 up to rounding
+    delta = 10.0 ** rng.uniform(-8, 0, n)
+    a0 = reference_mirror(w_plus0, w_minus0, s_plus, s_minus, delta)
+    assert np.all(np.isfinite(a0))
+    eps = np.finfo(float).eps
+    with mpmath.workdps(50):
+        for i in range(n):
+            big_a = mpmath.mpf(w_plus0[i]) ** 2 * mpmath.exp(-2 * mpmath.mpf(s_plus[i]))
+            big_b = mpmath.mpf(w_minus0[i]) ** 2 * mpmath.exp(-2 * mpmath.mpf(s_minus[i]))
+            dl = mpmath.mpf(delta[i])
+            x = (big_a - big_b) / (2 * dl)
+            ref = float(mpmath.asinh(x))
+            # the condition of a₀ in the log-terms l± = ln|w±₀| - S± (rounded to a few eps each): ∂a₀/∂l±
+            # = (A or B)/Δ / sqrt(1 + x²), large where θ̃₀ ~ 0 but its terms are not small against Δ
+            slope_a = float(big_a / dl / mpmath.sqrt(1 + x * x))
+            slope_b = float(big_b / dl / mpmath.sqrt(1 + x * x))
+            size_a = abs(s_plus[i]) + abs(np.log(w_plus0[i]))
+            size_b = abs(s_minus[i]) + abs(np.log(abs(w_minus0[i])))
+            bound = 1e-13 * (1 + abs(ref)) + 4 * eps * (slope_a * size_a + slope_b * size_b)
+            assert abs(a0[i] - ref) <= bound, (i, a0[i], ref, bound)
+    with np.errstate(over="ignore", invalid="ignore"):
+        theta0 = 0.25 * (w_plus0**2 * np.exp(-2 * s_plus) - w_minus0**2 * np.exp(-2 * s_minus))
+    finite = np.isfinite(theta0)
+    assert 0 < finite.sum() < n
+    finite[:20] = False            # (θ̃₀ ~ 0 by cancellation: the formula in θ̃₀ is the inaccurate one there)
+    np.testing.assert_allclose(a0[finite], _mirror_coordinate(theta0[finite], delta[finite]), rtol=1e-12,
+                               atol=1e-12 * np.abs(s_plus[finite]).max())
+
+
 def test_entropy_and_bregman_vectorised_and_finite_at_extremes():
     theta = np.array([1e6, -1e6, 1e6, -1e6, 0.0])
     delta = np.array([1e-300, 1e-300, 1e300, 1e300, 1e-300])
@@ -415,6 +455,38 @@ def test_implicit_bias_reference_point_far_outside_the_interpolators(seed):
     np.testing.assert_allclose(res.theta, theta_true, rtol=0, atol=1e-12 * np.abs(theta_true).max())
     primal, stationarity = kkt_residuals(X, y, res.theta, delta, theta0)
     assert primal < 1e-12 and stationarity < 1e-12
+
+
+def test_implicit_bias_from_the_mirror_coordinate_of_a_reference_beyond_float_range():
+    """theta0_mirror: a reference point given by its mirror coordinate a₀ (entries up to ~±2000: θ̃₀ = ±inf in
+    float64), a problem built with a known minimiser as above; ν is the multiplier for a₀ itself."""
+    X, y, _ = sparse_regression(20, 30, 5, 4)
+    rng = np.random.default_rng(4)
+    theta_true = np.linalg.pinv(X) @ y
+    delta = 10.0 ** rng.uniform(-5.3, -1.8, 30)
+    a_true = np.arcsinh(2 * theta_true / delta)
+    a0 = a_true - 2 * X.T @ (150.0 * rng.normal(size=20))
+    assert np.abs(a0).max() > 800                                 # (Δ/2) sinh a₀ overflows
+    res = theory.implicit_bias(X, y, delta, theta0_mirror=a0)
+    assert res.converged
+    np.testing.assert_allclose(res.theta, theta_true, rtol=0, atol=1e-12 * np.abs(theta_true).max())
+    np.testing.assert_allclose(2 * X.T @ res.nu, np.arcsinh(2 * res.theta / delta) - a0, rtol=0,
+                               atol=1e-10 * np.abs(a0).max())
+    # a reference inside float range: the same minimiser from either argument
+    a_mid = a_true - 2 * X.T @ (0.5 * rng.normal(size=20))
+    via_theta = theory.implicit_bias(X, y, delta, 0.5 * delta * np.sinh(a_mid))
+    via_mirror = theory.implicit_bias(X, y, delta, theta0_mirror=a_mid)
+    np.testing.assert_allclose(via_mirror.theta, via_theta.theta, rtol=0, atol=1e-13 * np.abs(theta_true).max())
+    with pytest.raises(ValueError, match="not both"):
+        theory.implicit_bias(X, y, delta, np.ones(30), theta0_mirror=a_mid)
+    # predict: an infinite θ̃₀ needs its mirror coordinate, a NaN is refused
+    theta0_inf = np.where(a0 > 0, np.inf, -np.inf)
+    with pytest.raises(ValueError, match="theta0_tilde"):
+        theory.predict(X, y, delta, theta0_inf, theta_true)
+    with pytest.raises(ValueError, match="NaN"):
+        theory.predict(X, y, delta, np.full(30, np.nan), theta_true, theta0_mirror=a0)
+    pred = theory.predict(X, y, delta, theta0_inf, theta_true, theta0_mirror=a0)
+    assert pred.prediction_gap < 1e-12
 
 
 def test_large_delta_gives_euclidean_projection():

@@ -127,6 +127,8 @@ class FlowResult(ResultMixin):
     list at most ``config.max_crossings`` crossings (``n_crossings`` counts all).
     """
 
+    _THETA0_EXPONENTS = ("i_plus", "i_minus")  # θ̃0 = ¼(w₊₀² e^{-2I₊} - w₋₀² e^{-2I₋}) (ResultMixin)
+
     kind: str
     config: FlowConfig
     status: Status

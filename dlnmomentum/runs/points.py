@@ -141,12 +141,13 @@ def converged(status, train_loss, theory_tol):
                                                          & (np.asarray(train_loss) <= theory_tol))
 
 
-def theory_fields(problem, theta, delta_inf, theta0_tilde, status, train_loss, theory_tol):
+def theory_fields(problem, theta, delta_inf, theta0_tilde, status, train_loss, theory_tol, theta0_mirror=None):
     """Theorem 1/2's prediction of a converged point, as sweep fields (see :class:`TheoryReason`).
 
-    Returns a dict with ``prediction_gap``, ``normalized_distance``, ``pred_train_loss``,
-    ``pred_test_loss``, ``theta_pred`` and ``theory_reason``; for a point that is not converged
-    (:func:`converged`) the values are NaN and ``theory_reason`` says why.
+    ``theta0_mirror`` is θ̃0's mirror coordinate (:func:`~dlnmomentum.theory.reference_mirror`), which
+    the prediction uses where θ̃0 overflows. Returns a dict with ``prediction_gap``, ``normalized_distance``,
+    ``pred_train_loss``, ``pred_test_loss``, ``theta_pred`` and ``theory_reason``; for a point that is not
+    converged (:func:`converged`) the values are NaN and ``theory_reason`` says why.
     """
     out = no_theory(np.asarray(theta).shape[0])
     if status == Status.DIVERGED:
@@ -158,7 +159,7 @@ def theory_fields(problem, theta, delta_inf, theta0_tilde, status, train_loss, t
     from ..theory import predict
 
     try:
-        pred = predict(problem.X, problem.y, delta_inf, theta0_tilde, theta)
+        pred = predict(problem.X, problem.y, delta_inf, theta0_tilde, theta, theta0_mirror=theta0_mirror)
     except (ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
         warnings.warn(f"theory prediction failed for a sweep point: {exc}", RuntimeWarning, stacklevel=3)
         return dict(out, theory_reason=int(TheoryReason.SOLVER_FAILED))
@@ -183,7 +184,11 @@ def mgd_point(problem, beta, fstate, istate, status, steps_done, w_plus0, w_minu
            "theta0_tilde": f["theta0_tilde"]}
     out.update(no_theory(theta.shape[0]))
     if theory:
-        out.update(theory_fields(problem, theta, f["delta_inf"], f["theta0_tilde"], status, train_loss, theory_tol))
+        from ..theory.entropy import reference_mirror
+
+        mirror = reference_mirror(w_plus0, w_minus0, f["s_plus"], f["s_minus"], f["delta_inf"])
+        out.update(theory_fields(problem, theta, f["delta_inf"], f["theta0_tilde"], status, train_loss, theory_tol,
+                                 mirror))
     return out
 
 
@@ -199,5 +204,6 @@ def flow_point(result, problem, theory, theory_tol):
     out.update(no_theory(out["theta"].shape[0]))
     if theory:
         out.update(theory_fields(problem, np.asarray(result.theta), np.asarray(result.delta_inf),
-                                 np.asarray(result.theta0_tilde), result.status, result.train_loss, theory_tol))
+                                 np.asarray(result.theta0_tilde), result.status, result.train_loss, theory_tol,
+                                 result.theta0_tilde_mirror))
     return out

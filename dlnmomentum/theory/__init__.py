@@ -21,7 +21,7 @@ Notation: ``a = arcsinh(2θ/Δ)`` is the "mirror coordinate" (``∇ψ_Δ(θ) = a
 ``θ = (Δ/2) sinh a`` and ``sqrt(4θ² + Δ²) = Δ cosh a``.
 """
 
-from .entropy import bregman, hyperbolic_entropy, hyperbolic_entropy_grad, hyperbolic_entropy_hess
+from .entropy import bregman, hyperbolic_entropy, hyperbolic_entropy_grad, hyperbolic_entropy_hess, reference_mirror
 from .implicit_bias_solver import ImplicitBiasResult, implicit_bias
 from .interpolators import min_l1_interpolator, min_l2_interpolator
 from .maps import accelerate, eps, from_lam_eps, lam, lam_central, small_lambda_bound
@@ -43,5 +43,6 @@ __all__ = [
     "min_l1_interpolator",
     "min_l2_interpolator",
     "predict",
+    "reference_mirror",
     "small_lambda_bound",
 ]

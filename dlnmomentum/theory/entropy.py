@@ -6,7 +6,8 @@ gradient flow (eq. ``implicit_bias_GF``, scale Δ₀) and of momentum gradient f
 :func:`~dlnmomentum.theory.implicit_bias`.  This module owns
 
 * the public functions :func:`hyperbolic_entropy`, :func:`hyperbolic_entropy_grad`,
-  :func:`hyperbolic_entropy_hess` and :func:`bregman`;
+  :func:`hyperbolic_entropy_hess` and :func:`bregman`, and :func:`reference_mirror` (the mirror coordinate of
+  Theorems 1-2's perturbed initialisation, from the logarithms of its terms);
 * their numerics, shared with the implicit-bias solver: the mirror coordinate ``a = arcsinh(2θ/Δ)``
   (``∇ψ_Δ(θ) = a/2``, so ``θ = (Δ/2) sinh a`` and ``sqrt(4θ² + Δ²) = Δ cosh a``) and its inverse, both
   overflow-safe; a cancellation-free difference of mirror coordinates; and the Taylor series of the two
@@ -51,6 +52,27 @@ def _theta_of_mirror(a, delta):
         with np.errstate(over="ignore"):
             out[big] = np.sign(a_b[big]) * np.exp(np.abs(a_b[big]) + np.log(0.25 * d_b[big]))
     return out
+
+
+def reference_mirror(w_plus0, w_minus0, s_plus, s_minus, delta):
+    """a₀ = arcsinh(2θ̃₀/Δ) of the perturbed initialisation θ̃₀ = ¼(w₊₀² e^{-2S₊} - w₋₀² e^{-2S₋}) of Theorems 1-2,
+    finite where θ̃₀ itself overflows.
+
+    After hundreds of sign crossings (MGF at λ ≳ 1e3, MGD at β → 1) the exponents S± (I± of a flow) reach
+    hundreds and θ̃₀ leaves float64 (±inf), while the implicit bias depends on θ̃₀ only through a₀ = 2∇ψ_Δ(θ̃₀),
+    of the order of the exponents. With l± = ln|w±₀| - S± and L = ln|e^{2l₊} - e^{2l₋}| - ln 2Δ
+    (= 2 max l± + ln(1 - e^{-2|l₊ - l₋|}) - ln 2Δ), a₀ = ±(L + ln(1 + sqrt(1 + e^{-2L}))) with the sign of l₊ - l₋,
+    the identity arcsinh x = ln x + ln(1 + sqrt(1 + x⁻²)); where L < 1, arcsinh(±e^L) directly.
+    """
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        l_plus = np.log(np.abs(np.asarray(w_plus0, dtype=np.float64))) - np.asarray(s_plus, dtype=np.float64)
+        l_minus = np.log(np.abs(np.asarray(w_minus0, dtype=np.float64))) - np.asarray(s_minus, dtype=np.float64)
+        sign = np.where(l_plus >= l_minus, 1.0, -1.0)
+        log_x = (2.0 * np.maximum(l_plus, l_minus) + np.log1p(-np.exp(-2.0 * np.abs(l_plus - l_minus)))
+                 - np.log(2.0 * np.asarray(delta, dtype=np.float64)))
+        large = log_x >= 1.0
+        return np.where(large, sign * (log_x + np.log1p(np.sqrt(1.0 + np.exp(-2.0 * np.where(large, log_x, 1.0))))),
+                        np.arcsinh(sign * np.exp(np.minimum(log_x, 1.0))))
 
 
 def _plus_minus(theta, delta):

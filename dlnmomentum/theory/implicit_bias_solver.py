@@ -131,17 +131,24 @@ def _start_far_from_reference(X, theta0, delta):
     ν = 0 starts Newton at θ(0) = θ̃₀. After sign crossings MGF's perturbed initialisation can reach
     |θ̃₀| ~ 1e50 (a = arcsinh(2θ̃₀/Δ) ~ 100 and more), and from there the damped Newton steps, capped in
     the mirror coordinates, need hundreds of iterations or fail. At the optimum a = a₀ + 2Xᵀν is moderate
-    (θ interpolates), and its part outside range(Xᵀ) is a₀'s whatever ν: the ν that removes a₀'s part in
-    range(Xᵀ), ν = -½ argmin ‖a₀ + 2Xᵀν‖, starts from θ = (Δ/2) sinh((I - Π)a₀), on the optimum's scale.
-    Returns that ν, or None if its θ is not finite (the solver then starts from ν = 0).
+    (θ interpolates), and its part outside range(Xᵀ) is a₀'s whatever ν: the ν of :func:`_row_space_free`
+    starts on the optimum's scale. Returns that ν, or None if its θ is not finite (the solver then starts
+    from ν = 0).
     """
-    a0 = _mirror_coordinate(theta0, delta)
+    start = _row_space_free(X, _mirror_coordinate(theta0, delta), delta)
+    return None if start is None else start[0]
+
+
+def _row_space_free(X, a0, delta):
+    """(ν, θ) with ν = -½ argmin ‖a₀ + 2Xᵀν‖ and θ = (Δ/2) sinh(a₀ + 2Xᵀν) = (Δ/2) sinh((I - Π)a₀), or None if
+    θ is not finite. θ is a reference point equivalent to the one of mirror coordinate a₀: the implicit bias
+    depends on the reference only through a₀ modulo range(Xᵀ)."""
     nu = -0.5 * np.linalg.lstsq(X.T, a0, rcond=None)[0]
     with np.errstate(over="ignore", invalid="ignore"):
         theta = _theta_of_mirror(a0 + 2.0 * (X.T @ nu), delta)
     if not (np.all(np.isfinite(nu)) and np.all(np.isfinite(theta))):
         return None
-    return nu
+    return nu, theta
 
 
 def _warm_start(X, y, nu, theta, theta0, old_delta, new_delta, scaling):
@@ -265,7 +272,8 @@ def _dual_newton(X, y, abs_x, delta, theta0, nu, scale, tol, max_iter, polish):
     return nu, theta, a0, res_norm, iterations, converged
 
 
-def implicit_bias(X, y, delta, theta0_tilde=0.0, *, tol=1e-12, max_iter=100, raise_on_failure=True):
+def implicit_bias(X, y, delta, theta0_tilde=0.0, *, theta0_mirror=None, tol=1e-12, max_iter=100,
+                  raise_on_failure=True):
     """Solve the implicit-bias problem θ = argmin_{Xθ = y} D_ψΔ(θ, θ̃₀) (Theorems 1 and 2).
 
     With Δ = Δ₀ and θ̃₀ = θ₀ this is the gradient-flow interpolator (eq. ``implicit_bias_GF``); with
@@ -303,6 +311,12 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, tol=1e-12, max_iter=100, rai
     theta0_tilde : float or array_like, shape (d,), optional
         Reference point θ̃₀ of the Bregman divergence (default 0, giving argmin ψ_Δ on the
         interpolators, eq. ``eq:MGF_approx``).
+    theta0_mirror : array_like, shape (d,), optional
+        The reference point given by its mirror coordinate a₀ = arcsinh(2θ̃₀/Δ) instead (finite), for a θ̃₀
+        beyond floating-point range (:func:`~dlnmomentum.theory.reference_mirror`); pass one of
+        ``theta0_tilde`` and ``theta0_mirror``. The problem is then solved from the equivalent reference
+        (Δ/2) sinh((I - Π)a₀) (Π the projector onto range(Xᵀ): the minimiser depends on a₀ only modulo
+        range(Xᵀ)), and ``nu`` is the multiplier for a₀ itself.
     tol : float, optional
         Target for the relative primal residual ‖Xθ - y‖ / ‖y‖.  If this is below the rounding floor
         of evaluating Xθ, convergence is declared at that floor.
@@ -327,6 +341,16 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, tol=1e-12, max_iter=100, rai
     n, d = X.shape
     delta = as_real_vector("delta", delta, d, low=0, low_open=True)
     theta0 = as_real_vector("theta0_tilde", theta0_tilde, d)
+    shift = None                         # ν of the equivalent reference point (theta0_mirror)
+    if theta0_mirror is not None:
+        if np.any(theta0 != 0.0):
+            raise ValueError("implicit_bias: pass theta0_tilde or theta0_mirror, not both")
+        mirror = as_real_vector("theta0_mirror", theta0_mirror, d)
+        equivalent = _row_space_free(X, mirror, delta)
+        if equivalent is None:
+            raise ValueError("theta0_mirror: the reference point has no finite equivalent (its mirror coordinates "
+                             "outside range(X^T) exceed about 700 plus ln(4/delta))")
+        shift, theta0 = equivalent
     tol = as_float("tol", tol, low=0, low_open=True)
     max_iter = as_int("max_iter", max_iter, low=1)
 
@@ -372,6 +396,8 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, tol=1e-12, max_iter=100, rai
         if not converged:
             break
 
+    if shift is not None:
+        nu = nu + shift
     grad_gap = 0.5 * (_mirror_coordinate(theta, stage_delta) - a0)
     gap_norm = float(np.linalg.norm(grad_gap))
     outside = grad_gap - row_space.T @ (row_space @ grad_gap)

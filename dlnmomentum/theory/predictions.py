@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..validate import as_design, as_real_array, as_real_vector
+from ..validate import as_array, as_design, as_real_array, as_real_vector
 from .implicit_bias_solver import implicit_bias
 
 
@@ -46,7 +46,7 @@ def _relative_distance(a, b):
     return diff / nb
 
 
-def predict(X, y, delta_inf, theta0_tilde, theta_final):
+def predict(X, y, delta_inf, theta0_tilde, theta_final, *, theta0_mirror=None):
     """Theorem 2 prediction for a run that ended at ``theta_final``.
 
     Parameters
@@ -58,9 +58,13 @@ def predict(X, y, delta_inf, theta0_tilde, theta_final):
     delta_inf : float or array_like, shape (d,)
         Asymptotic balancedness Δ_∞ > 0 (Assumption 2).
     theta0_tilde : float or array_like, shape (d,)
-        Perturbed initialisation θ̃₀ of Theorem 2.
+        Perturbed initialisation θ̃₀ of Theorem 2 (±inf where it overflows float64).
     theta_final : array_like, shape (d,)
         Predictor recovered by the run.
+    theta0_mirror : array_like, shape (d,), optional
+        θ̃₀'s mirror coordinate arcsinh(2θ̃₀/Δ_∞) (:func:`~dlnmomentum.theory.reference_mirror`), used
+        when ``theta0_tilde`` is not finite (after hundreds of sign crossings); a finite ``theta0_tilde`` is
+        used as it is.
 
     Returns
     -------
@@ -70,17 +74,27 @@ def predict(X, y, delta_inf, theta0_tilde, theta_final):
     Raises
     ------
     ValueError
-        On invalid input (e.g. a zero coordinate of Δ_∞), y ∉ range(X), or Newton failure.
+        On invalid input (e.g. a zero coordinate of Δ_∞, a θ̃₀ that is NaN, or infinite without
+        ``theta0_mirror``), y ∉ range(X), or Newton failure.
     """
     X, y = as_design(X, y)
     d = X.shape[1]
     # Validated here so that errors name predict's own parameters (implicit_bias calls Δ_∞ "delta").
     delta_inf = as_real_vector("delta_inf", delta_inf, d, low=0, low_open=True)
-    theta0_tilde = as_real_vector("theta0_tilde", theta0_tilde, d)
     final = as_real_array("theta_final", theta_final)
     if final.shape != (d,):
         raise ValueError(f"theta_final must have shape ({d},), got {final.shape}")
-    predicted = implicit_bias(X, y, delta_inf, theta0_tilde).theta
+    if theta0_mirror is None:
+        reference = {"theta0_tilde": as_real_vector("theta0_tilde", theta0_tilde, d)}
+    else:
+        raw = as_array("theta0_tilde", np.broadcast_to(theta0_tilde, (d,)) if np.ndim(theta0_tilde) == 0
+                       else theta0_tilde, ndim=1, shape=(d,), finite=False)
+        if np.any(np.isnan(raw)):
+            raise ValueError("theta0_tilde must not be NaN (infinite entries, where it overflows, are allowed "
+                             "with theta0_mirror)")
+        reference = ({"theta0_tilde": raw} if np.all(np.isfinite(raw))
+                     else {"theta0_mirror": as_real_vector("theta0_mirror", theta0_mirror, d)})
+    predicted = implicit_bias(X, y, delta_inf, **reference).theta
     theta_gf = implicit_bias(X, y, delta_inf, 0.0).theta
     return Prediction(predicted_theta=predicted, prediction_gap=_relative_distance(final, predicted),
                       theta_gf_delta_inf=theta_gf, normalized_distance=_relative_distance(final, theta_gf))
