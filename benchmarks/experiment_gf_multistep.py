@@ -57,16 +57,23 @@ COUNT_STEPS, COUNT_RHS, COUNT_LU, COUNT_JAC, COUNT_REJECTED = range(5)
 
 
 @njit(cache=True)
-def _residual(X, XT, y, wp0, wm0, z, P, wp, wm, theta, r, g, with_g):
-    """r = Xθ − y at z (P = Xᵀz/n, w± = w±(0)e^{∓P}); with ``with_g`` also g = Xᵀr/n."""
+def _mean_rows(X, v, out):
+    """out = Xᵀv/n, as passes over the rows of X (they vectorise)."""
     n, d = X.shape
     inv_n = 1.0 / n
     for j in range(d):
-        P[j] = 0.0
+        out[j] = 0.0
     for k in range(n):
-        zk = z[k] * inv_n
+        vk = v[k] * inv_n
         for j in range(d):
-            P[j] += X[k, j] * zk
+            out[j] += X[k, j] * vk
+
+
+@njit(cache=True)
+def _residual(X, XT, y, wp0, wm0, z, P, wp, wm, theta, r, g, with_g):
+    """r = Xθ − y at z (P = Xᵀz/n, w± = w±(0)e^{∓P}); with ``with_g`` also g = Xᵀr/n."""
+    n, d = X.shape
+    _mean_rows(X, z, P)
     for j in range(d):
         e = np.exp(P[j])
         wp[j] = wp0[j] / e
@@ -79,12 +86,7 @@ def _residual(X, XT, y, wp0, wm0, z, P, wp, wm, theta, r, g, with_g):
         for k in range(n):
             r[k] += XT[j, k] * tj
     if with_g:
-        for j in range(d):
-            g[j] = 0.0
-        for k in range(n):
-            rk = r[k] * inv_n
-            for j in range(d):
-                g[j] += X[k, j] * rk
+        _mean_rows(X, r, g)
 
 
 @njit(cache=True)
