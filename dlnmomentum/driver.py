@@ -174,6 +174,10 @@ def drive(run, *, progress=False, desc="run", sink=None, collect=True):
             while status == st.RUNNING:
                 with atomic():
                     status = _one_chunk(run, flag, bar, sink, blocks if collect else None)
+                if status == st.RUNNING and flag["signum"] is not None:
+                    # a signal held during the chunk reached the flag only when the block ended, after the chunk
+                    # looked at it: stop here, not after one more chunk
+                    status = st.INTERRUPTED
         except KeyboardInterrupt:
             if status == st.RUNNING:
                 status = st.INTERRUPTED

@@ -45,8 +45,19 @@ from .stepping import (
 
 #: Rows of one record block of an adaptive run (the kernel returns early when a block is full).
 RECORD_BLOCK_ROWS = 4096
-#: Accepted steps per chunk (a step costs ~10-30 µs at d = 30: a chunk is well under a second).
+#: Accepted steps per chunk at most (a step costs ~10-30 µs at d = 30: a chunk is well under a second).
 CHUNK_STEPS = 2000
+
+
+def adaptive_chunk_steps(n, d):
+    """Accepted steps per chunk: about 0.1 s of work, at most :data:`CHUNK_STEPS`.
+
+    A step costs about d³ (its factorisation) + 16d² (eight stage solves) + 16nd (eight right-hand sides)
+    multiply-adds, so a fixed count would make a chunk take seconds at d in the hundreds (d = 200: ~1.3 ms a
+    step), and a Ctrl-C or a scheduler's SIGTERM waits for the chunk to end. The chunk length changes no bit.
+    """
+    cost = float(d) ** 3 + 16.0 * d * d + 16.0 * n * d
+    return int(min(CHUNK_STEPS, max(1.0, 1e8 // cost)))  # (a step at d = 1000 is most of a second by itself)
 
 
 class AdaptiveFlowRun(FlowRun):
@@ -69,7 +80,7 @@ class AdaptiveFlowRun(FlowRun):
         self.dense = np.zeros((KR.N_DENSE_ROWS, 4, d))
         self.schedule = (np.zeros(0, dtype=np.float64) if schedule is None
                          else np.asarray(schedule, dtype=np.float64))
-        self.chunk_steps = CHUNK_STEPS
+        self.chunk_steps = adaptive_chunk_steps(problem.n, d)
         # the initial weights, which gradient flow's mirror coordinate P maps to w± = w±(0)e^{∓P}
         self.w_init = np.ascontiguousarray(np.stack([self.w_plus0, self.w_minus0]), dtype=np.float64)
         self.arrays = (np.ascontiguousarray(problem.X), np.ascontiguousarray(problem.XT),

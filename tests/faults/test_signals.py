@@ -145,3 +145,60 @@ def test_sigint_inherited_as_ignored_does_not_stop_a_run_but_sigterm_does(tmp_pa
     assert status[0] == "interrupted" and int(status[1]) >= 12 * SPEC["chunk_steps"], stdout
     assert S.open_store(path).state == "interrupted"
     check_resumed(path, reference)
+
+
+class _SelfSignallingRun:
+    """A run of 5 chunks of 10 steps whose first chunk sends the process SIGTERM midway (a scheduler's stop)."""
+
+    total = 50
+    chunk_steps = 10
+
+    def __init__(self):
+        self.done = 0
+        self.cursor = [0]
+        self.chunks = 0
+
+    def block_rows(self, n_steps):
+        return 0
+
+    def new_block(self, rows):
+        return {}
+
+    def advance(self, n_steps, block, offset):
+        self.chunks += 1
+        if self.chunks == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.02)  # the rest of the chunk's work
+        self.done += n_steps
+        return 0  # Status.RUNNING
+
+
+class _Sink:
+    def __init__(self):
+        self.closed_with = None
+
+    def append(self, block, rows):
+        pass
+
+    def chunk_done(self, run, status):
+        pass
+
+    def close(self, run, status):
+        self.closed_with = status
+
+
+@pytest.mark.parametrize("with_sink", [True, False])
+def test_a_signal_during_a_chunk_stops_the_run_at_the_end_of_that_chunk(with_sink):
+    """With a store, chunks run with the stop signals held; a signal that arrives meanwhile reaches the flag only
+    when the chunk's block ends. The run stops there, not after one more whole chunk (which, with a large
+    problem, can outlast a batch scheduler's grace period before its SIGKILL)."""
+    from dlnmomentum import Status
+    from dlnmomentum.driver import drive
+
+    run, sink = _SelfSignallingRun(), _Sink()
+    status, _ = drive(run, sink=sink if with_sink else None)
+    assert status == Status.INTERRUPTED
+    assert run.chunks == 1 and run.done == 10
+    assert run.interrupt_signal == signal.SIGTERM
+    if with_sink:
+        assert sink.closed_with == Status.INTERRUPTED
