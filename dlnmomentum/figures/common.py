@@ -31,7 +31,7 @@ import numpy as np
 from ..api import sweep
 from ..runs.points import converged, flag_attributes
 from ..store.files import StoreError, attr_str, memory_h5, to_jsonable, write_h5_image
-from ..store.kinds import kind_of, wrong_kind
+from ..store.kinds import FIGURE_FORMAT, kind_of, wrong_kind
 from ..sweeps.result import Sweep, status_counts
 
 #: Figure sizes: ``tiny`` (the test suite: seconds), ``quick`` (every figure together in minutes on 2
@@ -196,7 +196,7 @@ def new_store(path, name, size, overwrite=False):
     f = memory_h5(tmp)  # built in memory, written once complete: a full disk cannot leave a half-made file
     from .. import __version__
 
-    f.attrs.update(kind="figure", figure=name, size=size, package_version=__version__,
+    f.attrs.update(kind="figure", format=FIGURE_FORMAT, figure=name, size=size, package_version=__version__,
                    created=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     return f, tmp
 

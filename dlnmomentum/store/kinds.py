@@ -11,8 +11,16 @@ import stat
 
 from .files import StoreCorruptError, StoreError, attr_str, clear_status_flags, open_h5, reading, superblock_version
 
-#: The ``format`` attribute of a run store (:mod:`.format`).
+#: The ``format`` attribute of each kind of file (a root attribute; sweep, network sweep and figure stores also
+#: have ``kind``): a file is one of the package's only if it carries its kind's format, since ``kind`` alone is
+#: a name other programs use too (and ``overwrite=True`` must never replace their files).
 RUN_FORMAT = "dlnmomentum-run"
+SWEEP_FORMAT = "dlnmomentum-sweep"
+NETWORK_SWEEP_FORMAT = "dlnmomentum-network-sweep"
+FIGURE_FORMAT = "dlnmomentum-figure"
+FORMATS = {"run": RUN_FORMAT, "sweep": SWEEP_FORMAT, "network-sweep": NETWORK_SWEEP_FORMAT, "figure": FIGURE_FORMAT}
+#: The root attributes of a figure store written before 0.6.0, which had no ``format`` attribute.
+_FIGURE_ATTRS_BEFORE_0_6 = ("figure", "size", "setting", "summary", "package_version")
 
 #: Every kind of file the package writes: ``(what it is, its reader, how to continue it)``, ``{path}`` the file.
 #: A reader given a file of another kind names what the file is and its reader (:func:`wrong_kind`).
@@ -30,11 +38,21 @@ FILE_KINDS = {
 
 
 def kind_of(attrs):
-    """The :data:`FILE_KINDS` key of a file from its root attributes (None: an HDF5 file not of this package)."""
+    """The :data:`FILE_KINDS` key of a file from its root attributes (None: an HDF5 file not of this package).
+
+    The ``format`` attribute decides (:data:`FORMATS`; a sweep, network sweep or figure store also names its kind
+    in ``kind``); a figure store of a version before 0.6.0 is known by its kind and its other root attributes.
+    """
+    fmt = attr_str(attrs.get("format", ""))
     kind = attr_str(attrs.get("kind", ""))
-    if kind in ("sweep", "network-sweep", "figure"):
-        return kind
-    return "run" if attr_str(attrs.get("format", "")) == RUN_FORMAT else None
+    if fmt == RUN_FORMAT:
+        return "run"
+    for name, value in FORMATS.items():
+        if name != "run" and fmt == value and kind == name:
+            return name
+    if kind == "figure" and "format" not in attrs and all(a in attrs for a in _FIGURE_ATTRS_BEFORE_0_6):
+        return "figure"
+    return None
 
 
 def store_kind(path):

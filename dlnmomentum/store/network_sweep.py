@@ -50,10 +50,10 @@ from .files import (
     write_h5_image,
 )
 from .format import Dims, read_problem, write_problem
-from .kinds import kind_of, wrong_kind
+from .kinds import NETWORK_SWEEP_FORMAT, kind_of, wrong_kind
 from .sweep_format import fill_value, grid_chunks
 
-FORMAT_NAME = "dlnmomentum-network-sweep"
+FORMAT_NAME = NETWORK_SWEEP_FORMAT  # (defined with the other kinds of file, store.kinds.FORMATS)
 FORMAT_VERSION = 1
 KIND = "network-sweep"
 #: The datasets over the grid: the point fields and the two masks, each ``(dtype, description)``.

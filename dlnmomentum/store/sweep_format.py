@@ -51,9 +51,9 @@ from .files import (
     to_jsonable,
     write_h5_image,
 )
-from .kinds import kind_of, wrong_kind
+from .kinds import SWEEP_FORMAT, kind_of, wrong_kind
 
-FORMAT_NAME = "dlnmomentum-sweep"
+FORMAT_NAME = SWEEP_FORMAT  # (defined with the other kinds of file, store.kinds.FORMATS)
 FORMAT_VERSION = 2
 #: Format history: 1 (0.2.0-0.3.0); 2 (0.4.0): designs (``lam-grid``, ``pairs``; the point parameters
 #: ``gamma``, ``beta``, ``lam`` that are not dims as datasets over the grid) and the fields

@@ -101,6 +101,53 @@ def test_a_store_of_another_kind_is_refused_and_kept(problem, stores, tmp_path, 
         assert path.read_bytes() == src.read_bytes()
 
 
+@pytest.mark.parametrize("claimed", ["sweep", "network-sweep", "figure"])
+@pytest.mark.parametrize("fmt", ["my-lab-format", None])
+def test_another_programs_file_that_names_a_kind_of_ours_is_refused_and_kept(problem, tmp_path, claimed, fmt):
+    """``kind`` is an attribute name other programs use too: a file is one of the package's stores only if it
+    carries the package's ``format`` for that kind. Before, ``kind = "sweep"`` alone let ``--overwrite`` delete
+    another program's data (and reading such a file raised a raw ``KeyError`` as "damaged")."""
+    from dlnmomentum.figures import compute_figure
+
+    writers = dict(WRITERS, figure=lambda P, path: compute_figure("quadratic", "tiny", str(path.parent),
+                                                                   overwrite=True, log=lambda line: None))
+    for kind, write in writers.items():
+        path = tmp_path / ("quadratic.h5" if kind == "figure" else f"{kind}.h5")
+        with h5py.File(path, "w") as f:
+            f["measurements"] = [1.0, 2.0, 3.0]
+            f.attrs["kind"] = claimed
+            if fmt is not None:
+                f.attrs["format"] = fmt
+            if claimed == "figure":  # even with every other attribute of a figure store
+                f.attrs.update(figure="quadratic", size="tiny", setting="{}", summary="{}", package_version="0.5.0")
+        before = path.read_bytes()
+        if fmt is not None or claimed != "figure":
+            with pytest.raises(S.StoreError, match=f"refusing to overwrite {path}: it is an HDF5 file that "
+                                                   "dlnmomentum did not write"):
+                write(problem, path)
+            assert path.read_bytes() == before
+            for read in (dm.open_sweep, S.open_store):
+                with pytest.raises(S.StoreError, match="is an HDF5 file but not a .* store: it is none of the files "
+                                                       "dlnmomentum writes"):
+                    read(path)
+        path.unlink()
+
+
+def test_a_figure_store_of_an_earlier_version_is_still_one(tmp_path):
+    """Figure stores written before 0.6.0 have no ``format`` attribute: known by their other root attributes."""
+    from dlnmomentum.figures import compute_figure, open_figure
+
+    compute_figure("quadratic", "tiny", str(tmp_path), log=lambda line: None)
+    path = tmp_path / "quadratic.h5"
+    with h5py.File(path, "r+") as f:
+        assert f.attrs["format"] == "dlnmomentum-figure"
+        del f.attrs["format"]
+    assert open_figure(str(path)).name == "quadratic"
+    compute_figure("quadratic", "tiny", str(tmp_path), overwrite=True, log=lambda line: None)  # replaced
+    with h5py.File(path, "r") as f:
+        assert f.attrs["format"] == "dlnmomentum-figure"
+
+
 @pytest.mark.parametrize("kind", list(WRITERS))
 def test_a_device_behind_a_symlink_is_refused(problem, tmp_path, kind):
     """``/dev/null`` (through a link, so that the code before this fix removed only the link)."""
