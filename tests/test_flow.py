@@ -371,6 +371,21 @@ def test_runs_with_crossings_report_them(problem, crossing_reference):
     assert "stayed positive: False" in res.summary()
 
 
+@pytest.mark.parametrize("scheme", ["rk4", "exp-rk4", "rodas"])
+def test_min_delta_is_zero_where_a_coordinate_crossed(problem, crossing_reference, scheme):
+    """Δ = |w₊w₋| vanishes at a sign change: the running minimum is 0 there whatever the scheme (the grid schemes
+    took the minimum over grid points, 7e-10 to 2e-7, where the adaptive one said 0); elsewhere it is the minimum of
+    Δ over the run, at most Δ at the start and the end, and positive."""
+    lam, t_max, found = crossing_reference
+    res = dm.mgf(problem, lam, t_max=t_max, scheme=scheme)
+    crossed = (res.crossings_plus + res.crossings_minus) > 0
+    assert sorted(np.flatnonzero(crossed)) == sorted({c for _, c, _ in found})
+    assert np.all(res.min_delta[crossed] == 0.0)
+    rest = ~crossed
+    assert np.all(res.min_delta[rest] > 0.0)
+    assert np.all(res.min_delta[rest] <= np.minimum(res.delta0[rest], np.abs(res.w_plus * res.w_minus)[rest]))
+
+
 def test_crossing_log_is_bounded(problem):
     res = dm.mgf(problem, 0.5, t_max=10.0, max_crossings=5)
     assert res.n_crossings > 5 and len(res.crossing_times) == 5 and res.crossings_truncated
