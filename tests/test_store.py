@@ -441,14 +441,15 @@ def test_sigterm_writes_a_final_checkpoint_and_closes_cleanly(tmp_path, referenc
     out = run_helper(dict(SPEC, path=str(path), action="run", kill={"point": "chunk", "count": 9,
                                                                      "signal": "TERM"}))
     assert out.returncode == 0, out.stderr
-    # the signal arrives after chunk 9's bookkeeping: chunk 10 runs, then the driver stops
-    assert "STATUS interrupted 50000" in out.stdout
+    # the signal arrives in chunk 9's bookkeeping (held while the chunk and its recording complete): the driver
+    # stops right after that chunk (before 0.6.0 it ran chunk 10 first)
+    assert "STATUS interrupted 45000" in out.stdout
     with h5py.File(path, "r") as f:  # a normal open: the file was closed cleanly
         assert f.attrs["status_name"] == "interrupted" and f.attrs["writer_state"] == "closed"
-        assert f["final/steps_done"][()] == 50_000 and f["final"].attrs["complete"] == 1
+        assert f["final/steps_done"][()] == 45_000 and f["final"].attrs["complete"] == 1
         assert "checkpoint" in f
     s = S.open_store(path)
-    assert s.state == "interrupted" and s.checkpoint.done == 50_000 and "lock" not in s.side_files()
+    assert s.state == "interrupted" and s.checkpoint.done == 45_000 and "lock" not in s.side_files()
     check_resumed(path, reference)
 
 
@@ -528,7 +529,7 @@ def test_cli_inspect_delegates_sweep_stores(tmp_path, monkeypatch, capsys):
 
     path = tmp_path / "sweep.h5"
     with h5py.File(path, "w") as f:
-        f.attrs["kind"] = "sweep"
+        f.attrs.update(kind="sweep", format="dlnmomentum-sweep")
     import dlnmomentum.cli.store as cli_store
 
     monkeypatch.setattr(cli_store, "sweep_inspect_lines", lambda p: [f"SWEEP STORE {os.path.basename(p)}"])

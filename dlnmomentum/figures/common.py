@@ -30,7 +30,16 @@ import numpy as np
 
 from ..api import sweep
 from ..runs.points import converged, flag_attributes
-from ..store.files import StoreError, attr_str, memory_h5, to_jsonable, write_h5_image
+from ..store.files import (
+    CRC_SUFFIX,
+    StoreError,
+    attr_str,
+    memory_h5,
+    text_crc,
+    to_jsonable,
+    verify_guarded,
+    write_h5_image,
+)
 from ..store.kinds import FIGURE_FORMAT, kind_of, wrong_kind
 from ..sweeps.result import Sweep, status_counts
 
@@ -73,6 +82,7 @@ def put_sweep(h5, name, sw):
     g = h5.create_group(name)
     g.attrs["dims"] = ",".join(sw.dims)
     g.attrs["config"] = json.dumps(to_jsonable(sw.config))
+    g.attrs["config" + CRC_SUFFIX] = text_crc(g.attrs["config"])
     for dim in sw.dims + ("coord",):
         if dim in sw.coords:
             ds = g.create_dataset(dim, data=sw.coords[dim])
@@ -93,6 +103,7 @@ def put_sweep(h5, name, sw):
 def get_sweep(h5, name):
     """The :class:`~dlnmomentum.Sweep` stored by :func:`put_sweep` in group ``name``."""
     g = h5[name]
+    verify_guarded(g.attrs, h5.filename, f"/{name}", RECOMPUTE)
     dims = tuple(attr_str(g.attrs["dims"]).split(","))
     coords = {k: g[k][...] for k in dims + ("coord",) if k in g}
     data = {k: g[k][...] for k in g if k not in coords and k != "done"}
@@ -208,6 +219,8 @@ def finish_store(f, tmp, path, setting, summary):
     """
     f.attrs["setting"] = json.dumps(to_jsonable(setting))
     f.attrs["summary"] = json.dumps(to_jsonable(summary))
+    for name in ("setting", "summary"):
+        f.attrs[name + CRC_SUFFIX] = text_crc(f.attrs[name])
     try:
         write_h5_image(f, tmp)
         os.replace(tmp, path)
@@ -218,12 +231,17 @@ def finish_store(f, tmp, path, setting, summary):
                          f"sweeps are kept under parts/: free space, then run the same command again)") from exc
 
 
+#: What repairs a damaged figure store: computing it again (its sweeps under parts/ are reused where intact).
+RECOMPUTE = "; compute the figure again with `dlnm figure NAME --overwrite` (it reuses the intact sweeps under parts/)"
+
+
 def read_attrs(h5):
     """``(name, size, setting, summary)`` of an open figure store (another kind of file: an error naming
     what it is and its reader)."""
     kind = kind_of(h5.attrs)
     if kind != "figure":
         raise wrong_kind(h5.filename, kind, "figure")
+    verify_guarded(h5.attrs, h5.filename, "the file's root", RECOMPUTE)
     return (attr_str(h5.attrs["figure"]), attr_str(h5.attrs["size"]), json.loads(attr_str(h5.attrs["setting"])),
             json.loads(attr_str(h5.attrs["summary"])))
 

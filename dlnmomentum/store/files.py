@@ -14,6 +14,7 @@ import math
 import os
 import socket
 import time
+import zlib
 
 import h5py
 import numpy as np
@@ -139,6 +140,52 @@ def attr_str(value):
     if isinstance(value, bytes):
         return value.decode("utf-8")
     return str(value)
+
+
+# -- guarded strings ------------------------------------------------------------------------------
+# HDF5 keeps the text of a variable-length string (an attribute's or a dataset's) in its global heap, which has no
+# checksum, while object headers, chunk indexes and the other heaps of the newest superblock have one. A string
+# that decides what a store means (a run's configuration, the types of /final, a problem's parameters) is therefore
+# written with its CRC-32 beside it, in a fixed-size attribute of the same object (in its checksummed header): one
+# damaged byte of a configuration is then an error, not another configuration. Stores written before 0.6.0 have no
+# such attributes and are read as before.
+
+#: The attribute ``<name>_crc32`` guards the string attribute ``<name>`` of the same object.
+CRC_SUFFIX = "_crc32"
+#: The attribute of a string dataset that guards its text.
+TEXT_CRC = "text_crc32"
+
+
+def text_crc(text):
+    """The CRC-32 of ``text`` (UTF-8), as stored beside it (int64)."""
+    return np.int64(zlib.crc32(attr_str(text).encode("utf-8")))
+
+
+def guarded(mapping, *names):
+    """``mapping`` (attributes to write) plus ``<name>_crc32`` for each of ``names`` (strings in it)."""
+    out = dict(mapping)
+    for name in names:
+        out[name + CRC_SUFFIX] = text_crc(mapping[name])
+    return out
+
+
+def is_guard(name):
+    """Whether the attribute ``name`` is a guard of :func:`guarded` (not part of what it guards)."""
+    return name.endswith(CRC_SUFFIX)
+
+
+def verify_guarded(attrs, path, where, hint=None):
+    """Raise :class:`StoreCorruptError` (naming the file, ``where`` and the attribute) if a guarded string attribute
+    of ``attrs`` (an object's attributes) does not match its CRC-32; ``hint`` says what repairs it (default: what
+    damaged HDF5 metadata needs, :data:`UNREPAIRABLE`)."""
+    for key in list(attrs.keys()):
+        if not is_guard(key):
+            continue
+        name = key[:-len(CRC_SUFFIX)]
+        value = attrs.get(name)
+        if value is None or text_crc(value) != int(attrs[key]):
+            raise StoreCorruptError(f"store {path}: the attribute {name!r} of {where} is damaged (its text does not "
+                                    f"match the CRC-32 stored beside it){UNREPAIRABLE if hint is None else hint}")
 
 
 # -- checkpoints --------------------------------------------------------------------------------

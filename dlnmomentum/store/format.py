@@ -14,15 +14,21 @@ import h5py
 import numpy as np
 
 from .files import (
+    TEXT_CRC,
     Checkpoint,
+    StoreCorruptError,
     StoreError,
     attr_str,
     dumps,
+    guarded,
+    is_guard,
     read_dataset,
     reading,
     resolve_type,
+    text_crc,
     to_jsonable,
     type_name,
+    verify_guarded,
 )
 from .kinds import RUN_FORMAT
 
@@ -228,7 +234,20 @@ class Dims:
 
 
 def string_dataset(group, name, value):
-    return group.create_dataset(name, data=value, dtype=h5py.string_dtype(), track_times=False)
+    """A scalar string dataset, its CRC-32 in the attribute :data:`~.files.TEXT_CRC` (see :func:`.files.guarded`)."""
+    ds = group.create_dataset(name, data=value, dtype=h5py.string_dtype(), track_times=False)
+    ds.attrs[TEXT_CRC] = text_crc(value)
+    return ds
+
+
+def read_text(ds, hint=None):
+    """The text of a scalar string dataset, checked against its CRC-32 where it has one (a damaged byte is a
+    :class:`StoreCorruptError` naming the file and the dataset; ``hint`` says what repairs it)."""
+    text = ds.asstr()[()]
+    if TEXT_CRC in ds.attrs and text_crc(text) != int(ds.attrs[TEXT_CRC]):
+        raise StoreCorruptError(f"store {ds.file.filename}: the text of dataset {ds.name} is damaged (it does not "
+                                f"match the CRC-32 stored beside it){hint or ''}")
+    return text
 
 
 # -- problem ------------------------------------------------------------------------------------
@@ -236,12 +255,13 @@ def string_dataset(group, name, value):
 def write_problem(f, dims, problem):
     g = f.create_group("problem")
     if hasattr(problem, "store_arrays"):  # a problem of another kind (a network): its own arrays and class name
-        set_attrs(g, dict(problem.store_attrs(), params=dumps(problem.params), problem_class=type_name(problem)))
+        attrs = dict(problem.store_attrs(), params=dumps(problem.params), problem_class=type_name(problem))
+        set_attrs(g, guarded(attrs, *(k for k, v in attrs.items() if isinstance(v, str))))
         for name, (value, axes) in problem.store_arrays().items():
             dims.array(g, name, value, axes)
         return g
-    set_attrs(g, {"description": "training and test data of the run (L(theta) = ||X theta - y||^2 / (2n))",
-                  "params": dumps(problem.params)})
+    set_attrs(g, guarded({"description": "training and test data of the run (L(theta) = ||X theta - y||^2 / (2n))",
+                          "params": dumps(problem.params)}, "params"))
     dims.array(g, "X", problem.X, ["sample", "coordinate"])
     dims.array(g, "y", problem.y, ["sample"])
     dims.array(g, "X_test", problem.X_test, ["test_sample", "coordinate"])
@@ -262,9 +282,10 @@ def read_problem(g):
     def arr(name):
         return np.asarray(read_dataset(g[name]))
 
+    verify_guarded(g.attrs, g.file.filename, "/problem")
     problem_class = attr_str(g.attrs.get("problem_class", ""))
     if problem_class:  # see write_problem
-        attrs = {k: attr_str(v) for k, v in g.attrs.items() if k not in ("params", "problem_class")}
+        attrs = {k: attr_str(v) for k, v in g.attrs.items() if k not in ("params", "problem_class") and not is_guard(k)}
         # g[k], not g.items(): that gives None for an object that cannot be opened (a damaged header)
         arrays = {k: arr(k) for k in g.keys() if not _is_scale(g[k])}
         return resolve_type(problem_class, "problem class").from_store(
@@ -453,6 +474,9 @@ def delete_group(f, name):
 
 # -- result fields (/final) ---------------------------------------------------------------------
 
+#: What repairs a damaged ``/final``: the result is computed again (docs/store-format.md, "Resume").
+FINAL_DAMAGED = "; `dlnm resume` computes the run again from step 0 (its result cannot be read)"
+
 def write_final(f, dims, result, trajectory_type, problem_type, *, complete=True):
     """Every field of the result dataclass under ``/final`` (see docs/store-format.md).
 
@@ -462,9 +486,15 @@ def write_final(f, dims, result, trajectory_type, problem_type, *, complete=True
     ``/final`` (pre-created from a template result) is updated in place where shapes
     and types agree, which is much cheaper than creating datasets.
     """
+    previous = {}
+    if "final" in f:
+        try:
+            verify_guarded(f["final"].attrs, f.filename, "/final")
+            previous = json.loads(attr_str(f["final"].attrs.get("types", "{}")))
+        except (StoreCorruptError, ValueError):  # a damaged /final (a resume computes it again): written anew
+            delete_group(f, "final")
     fresh = "final" not in f
     g = f.create_group("final", track_order=True) if fresh else f["final"]
-    previous = {} if fresh else json.loads(attr_str(g.attrs.get("types", "{}")))
     types, classes, none_fields, fields = {}, {}, [], {}
     attrs = {"result_class": type_name(result)}
     for field in dataclasses.fields(result):
@@ -485,7 +515,7 @@ def write_final(f, dims, result, trajectory_type, problem_type, *, complete=True
             _delete_dataset(g, name)
     attrs.update({"types": json.dumps(types), "classes": json.dumps(classes),
                   "none_fields": json.dumps(none_fields), "complete": np.int8(complete)})
-    set_attrs(g, attrs)
+    set_attrs(g, guarded(attrs, *(k for k, v in attrs.items() if isinstance(v, str))))
     return {"fields": fields, "result_class": attrs["result_class"], "classes": classes,
             "none_fields": none_fields, "group": g}
 
@@ -493,12 +523,13 @@ def write_final(f, dims, result, trajectory_type, problem_type, *, complete=True
 def final_handles(g):
     """``{field: (type, shape, dtype or str value, dataset id)}`` of a stored ``/final``, kept open
     by the writer so that closing the store only writes values."""
+    verify_guarded(g.attrs, g.file.filename, "/final", FINAL_DAMAGED)
     types = json.loads(attr_str(g.attrs.get("types", "{}")))
     out = {}
     for name, kind in types.items():
         dsid = h5py.h5d.open(g.id, name.encode())
         if dsid.dtype.kind == "O":
-            out[name] = (kind, (), h5py.Dataset(dsid).asstr()[()], dsid)
+            out[name] = (kind, (), read_text(h5py.Dataset(dsid), FINAL_DAMAGED), dsid)
         else:
             out[name] = (kind, dsid.shape, dsid.dtype, dsid)
     meta = {key: attr_str(g.attrs.get(key, default)) for key, default in
@@ -581,6 +612,7 @@ def _put(g, dims, name, data, fresh=False):
                 ds = h5py.Dataset(dsid)
                 if ds.asstr()[()] != data:
                     ds[()] = data
+                    ds.attrs[TEXT_CRC] = text_crc(data)
                 return dsid
         else:
             data = np.asarray(data)
@@ -604,6 +636,7 @@ def _delete_dataset(g, name):
 
 def read_final(g):
     """(result class, {field: value}) for the stored fields (trajectory/problem excluded)."""
+    verify_guarded(g.attrs, g.file.filename, "/final", FINAL_DAMAGED)
     cls = resolve_type(attr_str(g.attrs["result_class"]), "result class")
     out = {name: None for name in json.loads(attr_str(g.attrs.get("none_fields", "[]")))}
     types = json.loads(attr_str(g.attrs.get("types", "{}")))
@@ -629,7 +662,7 @@ def _decode_value(ds, kind, classes, name):
         return readonly(ds[()].astype(bool))
     if kind not in ("str", "namedtuple", "dataclass", "json", "json_list", "json_tuple"):
         raise StoreError(f"{ds.file.filename}: unknown stored type {kind!r} of {ds.name}")
-    text = ds.asstr()[()]
+    text = read_text(ds, FINAL_DAMAGED)
     if kind == "str":
         return text
     if kind in ("namedtuple", "dataclass"):

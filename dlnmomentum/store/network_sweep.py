@@ -39,6 +39,7 @@ from .files import (
     WriterLock,
     attr_str,
     fsync_dir,
+    guarded,
     memory_h5,
     metadata_damaged,
     open_h5,
@@ -47,6 +48,7 @@ from .files import (
     reading,
     retry_busy,
     to_jsonable,
+    verify_guarded,
     write_h5_image,
 )
 from .format import Dims, read_problem, write_problem
@@ -67,9 +69,9 @@ def create(path, config, dims, coords, shape, problem=None):
     tmp = path + ".creating"
     f = memory_h5(tmp)
     try:
-        f.attrs.update({"kind": KIND, "format": FORMAT_NAME, "format_version": FORMAT_VERSION,
-                        "config": json.dumps(to_jsonable(config)), "dims": ",".join(dims), "sessions": 0,
-                        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        f.attrs.update(guarded({"kind": KIND, "format": FORMAT_NAME, "format_version": FORMAT_VERSION,
+                                "config": json.dumps(to_jsonable(config)), "dims": ",".join(dims), "sessions": 0,
+                                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, "config"))
         for name in dims:
             f.create_dataset(name, data=coords[name], fletcher32=True).make_scale(name)
         for name, (dtype, desc) in GRID.items():
@@ -120,6 +122,7 @@ def _read(path):
             kind = kind_of(f.attrs)
             if kind != KIND:  # another kind of file: say which, and name its reader
                 raise wrong_kind(path, kind, KIND)
+            verify_guarded(f.attrs, path, "the file's root")
             config = json.loads(attr_str(f.attrs["config"]))
             config["sessions"] = int(f.attrs.get("sessions", 0))
             problem = read_problem(f["problem"]) if "problem" in f else None

@@ -30,6 +30,7 @@ from .files import (  # noqa: F401 - check_readable and open_h5 are this module'
     reading,
     side_paths,
     to_jsonable,
+    verify_guarded,
 )
 from .format import (
     FORMAT_VERSION,
@@ -78,6 +79,7 @@ def _read_header(f, path, action="read"):
     kind = kind_of(attrs)
     if kind != "run":
         raise wrong_kind(path, kind, "run", action)
+    verify_guarded(attrs, path, "the file's root")
     version = int(attrs.get("format_version", -1))
     if version > FORMAT_VERSION or version < 1:
         raise StoreError(f"store {path} has format version {version}; this dlnmomentum reads versions "
@@ -344,7 +346,11 @@ class Store:
             fields[traj_field] = self.trajectory
         if problem_field:
             fields[problem_field] = self.problem
-        result = cls(**fields)
+        try:
+            result = cls(**fields)
+        except (TypeError, ValueError) as exc:  # fields missing or of the wrong kind: damage the guards missed
+            raise StoreCorruptError(f"store {self.path}: /final is damaged: its fields do not make a "
+                                    f"{cls.__name__} ({exc}); `dlnm resume` computes the run again") from exc
         self._cache["result"] = result
         return result
 

@@ -21,6 +21,7 @@ from ..runs import registry
 from ..runs.common import auto_progress, work_flops
 from ..validate import as_float
 from .files import (
+    CRC_SUFFIX,
     StoreCorruptError,
     StoreError,
     WriterLock,
@@ -36,7 +37,7 @@ from .files import (
     utc_now,
     write_h5_image,
 )
-from .format import FORMAT_VERSION, chunk_offsets, delete_group
+from .format import FINAL_DAMAGED, FORMAT_VERSION, chunk_offsets, delete_group
 from .integrity import intact_rows
 from .read import Store, check_readable, open_h5, read_plan, store_path, valid_checkpoints
 from .writer import (
@@ -121,7 +122,7 @@ def _check_free_space(path, needed):
 
 
 def _write_committed(src, dst, path, plan, written):
-    header = {k: v for k, v in src.attrs.items() if k != "config"}
+    header = {k: v for k, v in src.attrs.items() if k not in ("config", "config" + CRC_SUFFIX)}
     template = template_result(_run_class(plan, path), plan.problem, plan.description, plan.initial)
     write_layout(dst, header, plan.description, plan.problem, plan.initial, plan.schema, template)
     for key, s in plan.schema.items():
@@ -256,7 +257,7 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
                     try:
                         result = Store(path).result
                     except StoreCorruptError as exc:  # bytes of the finished store were damaged
-                        damage = str(exc)
+                        damage = str(exc).removesuffix(FINAL_DAMAGED)  # (the advice this resume follows)
                     else:
                         lock.release()
                         return result

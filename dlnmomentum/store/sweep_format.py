@@ -33,6 +33,7 @@ from ..driver import signals_held
 from ..problem import Problem
 from ..runs.points import ADDED_IN_V2, FIELDS, PARAMETER_FIELDS, SCALAR_FIELDS, VECTOR_FIELDS, flag_attributes
 from .files import (
+    CRC_SUFFIX,
     READ_ERRORS,
     UNREPAIRABLE,
     StoreCorruptError,
@@ -48,7 +49,9 @@ from .files import (
     read_error,
     reading,
     retry_busy,
+    text_crc,
     to_jsonable,
+    verify_guarded,
     write_h5_image,
 )
 from .kinds import SWEEP_FORMAT, kind_of, wrong_kind
@@ -122,6 +125,7 @@ class SweepFile:
         f.attrs["format"] = FORMAT_NAME
         f.attrs["format_version"] = FORMAT_VERSION
         f.attrs["config"] = json.dumps(to_jsonable(plan.config))
+        f.attrs["config" + CRC_SUFFIX] = text_crc(f.attrs["config"])
         f.attrs["dims"] = ",".join(plan.dims)
         f.attrs["sessions"] = 0
         f.attrs["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -150,6 +154,7 @@ class SweepFile:
             if plan.problem.theta_star is not None:
                 g.create_dataset("theta_star", data=plan.problem.theta_star, fletcher32=True)
             g.attrs["params"] = json.dumps(to_jsonable(plan.problem.params))
+            g.attrs["params" + CRC_SUFFIX] = text_crc(g.attrs["params"])
 
     @staticmethod
     def _field(f, plan, name, dtype, desc, vector):
@@ -183,6 +188,7 @@ class SweepFile:
             if missing:
                 raise StoreCorruptError(f"sweep store {self.path} is incomplete: it has no {missing[0]!r} "
                                         "attribute (not written by dlnmomentum, or damaged)")
+            verify_guarded(f.attrs, self.path, "the file's root")
             config = json.loads(attr_str(f.attrs["config"]))
             if not isinstance(config, dict) or "kind" not in config:
                 raise StoreCorruptError(f"sweep store {self.path} has a damaged 'config' attribute")
@@ -190,6 +196,7 @@ class SweepFile:
             problem = None
             if "problem" in f:
                 g = f["problem"]
+                verify_guarded(g.attrs, self.path, "/problem")
 
                 def arr(name):
                     return read_dataset(g[name])
@@ -221,6 +228,7 @@ class SweepFile:
                         continue
                     raise StoreCorruptError(f"sweep store {self.path} is incomplete: no dataset /{name}")
                 arrays[name] = self._read_grid(f[name], plan, damaged if repair else None)
+            verify_guarded(f.attrs, self.path, "the file's root")
             config = json.loads(attr_str(f.attrs["config"]))
             config["sessions"] = int(f.attrs.get("sessions", 0))
         arrays.update(plan.parameters())

@@ -53,12 +53,14 @@ from .files import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_VERSION,
     Checkpoint,
+    StoreCorruptError,
     StoreError,
     StoreExistsError,
     WriterLock,
     attr_str,
     fsync_dir,
     fsync_file,
+    guarded,
     memory_h5,
     open_h5_for_writing,
     real_path,
@@ -212,7 +214,10 @@ class StoreWriter:
             self.f, self.final_handles = setup(self.f)
             self.tmp_path = None
         elif "final" in self.f:
-            self.final_handles = final_handles(self.f["final"])
+            try:
+                self.final_handles = final_handles(self.f["final"])
+            except StoreCorruptError:  # a damaged /final of a store computed again: rewritten at the close
+                self.final_handles = None
         if not self.f.swmr_mode:
             self.f.swmr_mode = True
         self.dsets = {k: self.f[s.path] for k, s in self.schema.items()}
@@ -452,7 +457,7 @@ def write_layout(f, header, description, problem, initial, schema, template=None
     ``complete = 0``) so that closing the store only overwrites values.
     """
     desc, arrays = split_description(description)
-    set_attrs(f, dict(header, config=json.dumps(desc)), replace=False)
+    set_attrs(f, guarded(dict(header, config=json.dumps(desc)), "config"), replace=False)
     dims = Dims(problem.d)
     write_problem(f, dims, problem)
     g = f.create_group("initial")

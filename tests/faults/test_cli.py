@@ -68,17 +68,23 @@ def test_inspect_json_of_a_sweep_store(tmp_path, capsys):
     assert out["format"] == "dlnmomentum-sweep" and out["status"] == {"max_steps": 4}
 
 
-def test_a_file_that_only_claims_to_be_a_sweep(tmp_path, capsys):
+@pytest.mark.parametrize("ours", [False, True])
+def test_a_file_that_only_claims_to_be_a_sweep(tmp_path, capsys, ours):
+    """``kind = "sweep"`` alone is another program's file; with the package's format too it is an incomplete sweep
+    store."""
     path = tmp_path / "s.h5"
     with h5py.File(path, "w") as f:
         f.attrs["kind"] = "sweep"
+        if ours:
+            f.attrs["format"] = "dlnmomentum-sweep"
+    said = "is incomplete: it has no 'config' attribute" if ours else "none of the files dlnmomentum writes"
     for argv in (["inspect", str(path)], ["inspect", str(path), "--json"],
                  ["sweep", "--resume", "--store", str(path), "--no-progress"]):
         assert main(argv) == EXIT_ERROR, argv
         err = capsys.readouterr().err
-        assert "is incomplete: it has no 'config' attribute" in err and str(path) in err, err
+        assert said in err and str(path) in err, err
     for call in (dm.open_sweep, dm.resume_sweep):
-        with pytest.raises(S.StoreCorruptError, match="no 'config' attribute"):
+        with pytest.raises(S.StoreCorruptError if ours else S.StoreError, match=said):
             call(path)
 
 
