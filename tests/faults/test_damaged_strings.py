@@ -61,7 +61,7 @@ def test_damaged_final_text_is_computed_again_by_resume(run_store, tmp_path):
     for needle, at in ((b'"status": "int"', 12), (b'"config": "MGDConfig"', 12)):  # /final's types and classes
         bad = flip_in_text(src, tmp_path / "bad.h5", needle, at)
         with pytest.raises(S.StoreCorruptError, match="of /final is damaged"):
-            S.open_store(str(bad)).result
+            _ = S.open_store(str(bad)).result
         with pytest.warns(RuntimeWarning, match="of /final is damaged .* it is computed again"):
             again = S.resume(str(bad))
         assert np.array_equal(again.theta, res.theta) and again.status == res.status
@@ -80,7 +80,7 @@ def test_a_damaged_string_field_of_final_is_an_error(run_store, tmp_path):
     with h5py.File(bad, "r") as f:
         assert f["final/config"].asstr()[()] != text
     with pytest.raises(S.StoreCorruptError, match="the text of dataset /final/config is damaged"):
-        S.open_store(str(bad)).result
+        _ = S.open_store(str(bad)).result
 
 
 def test_damaged_problem_parameters_are_an_error(run_store, tmp_path):
@@ -128,7 +128,7 @@ def test_stores_without_guards_are_read_as_before(run_store, tmp_path):
         for obj in (f, f["final"], f["problem"]):
             for name in [k for k in obj.attrs if k.endswith("_crc32")]:
                 del obj.attrs[name]
-        for name, ds in f["final"].items():
+        for ds in f["final"].values():
             if "text_crc32" in ds.attrs:
                 del ds.attrs["text_crc32"]
     assert np.array_equal(S.open_store(str(old)).result.theta, res.theta)
