@@ -26,9 +26,12 @@ class Record:
         About ``log`` log-spaced points between the first update and the end
         (duplicates after rounding to whole steps are merged), 1 to :data:`MAX_LOG`.
     steps : sequence of int, optional
-        Explicit step numbers (discrete) / integration-step numbers (flows).
+        Explicit step numbers (discrete) / integration-step numbers (flows), within the run's budget. Given
+        steps or times are recorded in increasing order, each once; one beyond the end of the run is an
+        error (a run stopped early by ``tol`` records those it reached).
     times : sequence of float, optional
-        Explicit times (flows only), rounded to the integration grid.
+        Explicit times (flows only), rounded to the integration grid (an adaptive flow records at the times
+        themselves), within ``[0, t_max]``.
     accepted : True, optional
         Every accepted step of the adaptive scheme ``"rodas"`` (flows only): the initial point and the point
         after each step, where the solver put it (``step`` its number, ``time`` its time). How many rows
@@ -95,11 +98,15 @@ class Record:
                 out = np.round(np.geomspace(1, n_steps, self.log)).astype(np.int64)
         elif self.steps is not None:
             out = np.asarray(self.steps, dtype=np.int64)
+            if out.size and out.max() > n_steps:
+                raise ValueError(f"steps must be in [0, {n_steps}] (the run's budget of steps), got {int(out.max())}")
         else:
             if h is None:
                 raise ValueError("times= is for flows; use steps= for discrete runs")
             out = np.round(np.asarray(self.times) / h).astype(np.int64)
-        out = out[(out >= 0) & (out <= n_steps)]
+            if out.size and out.max() > n_steps:
+                raise ValueError(f"times must be in [0, t_max = {n_steps * h:.17g}] (rounded to the grid step h = "
+                                 f"{h:.6g}), got {max(self.times)!r}")
         return _sorted_unique(np.concatenate([[0], out, [n_steps]]).astype(np.int64))
 
     def time_schedule(self, t_max):
@@ -127,6 +134,8 @@ class Record:
             out = np.geomspace(min(FIRST_LOG_TIME, t_max), t_max, self.log)
         else:
             out = np.asarray(self.times, dtype=np.float64)
+            if out.size and out.max() > t_max:
+                raise ValueError(f"times must be in [0, t_max = {t_max!r}], got {float(out.max())!r}")
         out = out[(out >= 0.0) & (out <= t_max)]
         return np.unique(np.concatenate([[0.0], out, [t_max]]))
 

@@ -210,7 +210,9 @@ def test_record_schedules():
     assert list(dm.Record(every=3).step_schedule(10)) == [0, 3, 6, 9, 10]
     log = dm.Record(log=20).step_schedule(10**6)
     assert log[0] == 0 and log[-1] == 10**6 and np.all(np.diff(log) > 0) and 15 <= len(log) <= 21
-    assert list(dm.Record(steps=[5, 2, 2, 50]).step_schedule(10)) == [0, 2, 5, 10]
+    assert list(dm.Record(steps=[5, 2, 2, 10]).step_schedule(10)) == [0, 2, 5, 10]
+    with pytest.raises(ValueError, match=r"steps must be in \[0, 10\]"):
+        dm.Record(steps=[5, 2, 2, 50]).step_schedule(10)  # a row the run never reaches: refused, not dropped
     assert list(dm.Record(times=[0.5, 1.0]).step_schedule(100, h=0.1)) == [0, 5, 10, 100]
     with pytest.raises(ValueError, match="exactly one"):
         dm.Record(every=2, log=3)

@@ -15,6 +15,9 @@ from .common import (
 def _cmd_flow(args):
     problem = problem_from_args(args)
     refine = None if args.no_refine_start else "auto"
+    if args.gf and args.lam is not None:
+        raise ValueError(f"--gf is gradient flow (lambda = 0) and --lam {args.lam:g} asks for MGF(lambda): give one "
+                         "of them")
     if args.gf:
         result = gf(problem, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
                     record=record_from_args(args), progress=progress_wanted(args),

@@ -192,6 +192,9 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
                      if value is not None]
     lam_checked = as_float("lam", lam, low=0.0, high=LAM_MAX)
     t_checked = as_float("t_max", t_max, low=0.0, low_open=True)
+    if lam_checked == 0.0 and (u_dot0 is not None or v_dot0 is not None):
+        raise ValueError("u_dot0 and v_dot0 are the initial velocity of MGF(lam > 0); gradient flow (lam = 0) is a "
+                         "first-order flow and has none: leave them out, or give lam > 0")
     if scheme == "rodas" and fixed_grid:
         what = "h" if h is not None else ("refine_start" if not isinstance(refine_start, str) or refine_start != "auto"
                                           else "record=Record(steps=...)")

@@ -370,8 +370,9 @@ def check_grid(t_max, h, lam, kappa, h_max, user_h, scheme="rk4"):
                          f"t_max = {t_max!r}: lam = {lam!r} needs a grid step h <= {h_max:.3g} (the fast mode "
                          f"-1/lambda) and {too_many}")
     raise ValueError(f"t_max must be in (0, {h * MAX_STEPS:.3g}] on this problem: its stiffness kappa = "
-                     f"{kappa:.3g} (from the scale of X) limits the grid step to h = {h:.3g}, and t_max = "
-                     f"{t_max!r} needs {too_many}; rescale X and y")
+                     f"{kappa:.3g} (it grows with the scale of X and with that of the initial weights: alpha, u0, "
+                     f"v0) limits the grid step to h = {h:.3g}, and t_max = {t_max!r} needs {too_many}; rescale X "
+                     "and y, or start from smaller weights")
 
 
 def warn_large_grid(n_steps, start_steps, start_substeps, what, stacklevel=4):

@@ -39,7 +39,9 @@ CASES = {
     "lam huge": (lambda P: prepare_flow(P, 1e300, t_max=10), ValueError, r"lam must be in \[0, 1e\+100\]"),
     "X * 1e150, mgf": (lambda P: prepare_flow(scaled(P, 1e150), 0.1, t_max=10), ValueError,
                        r"t_max must be in \(0, \S+\] on this problem: its stiffness kappa = \S+ "
-                       r"\(from the scale of X\)"),
+                       r"\(it grows with the scale of X and with that of the initial weights: alpha, u0, v0\)"),
+    "alpha 1e8, mgf": (lambda P: prepare_flow(P, 0.5, t_max=10, alpha=1e8), ValueError,
+                       r"t_max must be in .* initial weights: alpha, u0, v0\).* or start from smaller weights"),
     "X * 1e150, gf": (lambda P: prepare_flow(scaled(P, 1e150), 0.0, t_max=10), ValueError, r"t_max must be in"),
     "X * 1e200": (lambda P: prepare_flow(scaled(P, 1e200), 0.1, t_max=10), ValueError,
                   r"X must be scaled so that XᵀX/n, Xᵀy/n and the stiffness estimate"),

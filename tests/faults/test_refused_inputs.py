@@ -187,3 +187,18 @@ def test_cli_refuses_with_the_option(argv, says, tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err, err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("scheme", ["auto", "rk4", "rodas"])
+def test_an_initial_velocity_for_gradient_flow_is_refused(problem, scheme):
+    """Gradient flow is first order: ``mgf(problem, 0.0, u_dot0=...)`` ran it and dropped the velocity."""
+    for given in (dict(u_dot0=np.ones(problem.d)), dict(v_dot0=np.zeros(problem.d))):
+        with pytest.raises(ValueError, match=r"u_dot0 and v_dot0 are the initial velocity of MGF\(lam > 0\); "
+                                             r"gradient flow \(lam = 0\)"):
+            dm.mgf(problem, 0.0, t_max=1.0, scheme=scheme, **given)
+
+
+def test_cli_gf_with_lam_is_refused(capsys):
+    """``dlnm flow --gf --lam 0.5`` ran gradient flow and ignored ``--lam``."""
+    assert main(["flow", "--gf", "--lam", "0.5", "--t-max", "1", "--n", "8", "--d", "13", "--n-test", "50"]) == 2
+    assert "--gf is gradient flow (lambda = 0) and --lam 0.5 asks for MGF(lambda)" in capsys.readouterr().err

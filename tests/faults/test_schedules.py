@@ -47,7 +47,8 @@ def test_twenty_million_recorded_steps_cost_their_array_only():
 
 
 def reference_schedule(record, n, h=None):
-    """The documented rule, written out in Python: 0, the steps asked for within [0, n], and n."""
+    """The documented rule, written out in Python: 0, the steps asked for, and n (an explicit step or time beyond
+    n: None, an error)."""
     if record.every is not None:
         stride = record.every / h if h is not None else record.every
         stride = max(1, round(stride))
@@ -58,6 +59,8 @@ def reference_schedule(record, n, h=None):
         asked = record.steps
     else:
         asked = [round(t / h) for t in record.times]
+    if (record.steps is not None or record.times is not None) and any(s > n for s in asked):
+        return None
     return sorted({0, n} | {s for s in asked if 0 <= s <= n})
 
 
@@ -72,8 +75,26 @@ def test_schedules_follow_the_rule():
                   dm.Record(times=rng.uniform(0, 200, int(rng.integers(0, 30))))][kind]
         if kind == 2 and rng.random() < 0.3:
             record = dm.Record(log=int(rng.integers(1, 500)))
+        expected = reference_schedule(record, n, h)
+        if expected is None:
+            with pytest.raises(ValueError, match="(steps|times) must be in \\[0, "):
+                record.step_schedule(n, h)
+            continue
         got = record.step_schedule(n, h)
-        assert got.dtype == np.int64 and got.tolist() == reference_schedule(record, n, h), (record, n, h)
+        assert got.dtype == np.int64 and got.tolist() == expected, (record, n, h)
+
+
+def test_record_times_beyond_the_end_are_refused():
+    """A row that can never be recorded is an error, not dropped: ``times=[5, 1, 20]`` with ``t_max = 10``
+    recorded rows at 0, 1, 5, 10 and said nothing."""
+    problem = dm.sparse_regression(n=6, d=9, s=2, n_test=10, seed=0)
+    for grid in (dict(scheme="rk4", h=0.01), dict(scheme="rodas")):
+        with pytest.raises(ValueError, match=r"times must be in \[0, t_max = 10"):
+            dm.mgf(problem, 0.5, t_max=10.0, record=dm.Record(times=[5.0, 1.0, 20.0]), **grid)
+        res = dm.mgf(problem, 0.5, t_max=10.0, record=dm.Record(times=[5.0, 1.0, 1.0, 10.0]), **grid)
+        assert res.trajectory.time.tolist() == [0.0, 1.0, 5.0, 10.0]  # in increasing order, each once
+    with pytest.raises(ValueError, match=r"steps must be in \[0, 100\] \(the run's budget of steps\), got 101"):
+        dm.mgd(problem, 0.01, 0.5, steps=100, record=dm.Record(steps=[5, 101]))
 
 
 @pytest.mark.parametrize("every, n, expected", [
