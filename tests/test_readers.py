@@ -201,3 +201,15 @@ def test_statistics_leave_diverged_points_out():
     assert list(net.status_names.ravel()) == ["max_steps", "diverged"]
     assert "(1 diverged points excluded)" in net.summary()
     assert summary_dict(net)["fields"]["test_loss"]["max"] == net.test_loss[0, 0, 0]
+
+
+def test_a_run_store_names_its_status_codes(tmp_path):
+    """``/final/status`` carries the CF flag attributes, as the sweep stores' ``status`` does (before: a bare code,
+    its name only in the root attribute ``status_name``)."""
+    path = tmp_path / "r.h5"
+    dm.mgd(dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=0), 0.05, 0.8, steps=100, store=str(path))
+    with xr.open_dataset(path, engine="h5netcdf", group="final") as ds:
+        status = ds["status"]
+        assert int(status) == dm.Status.MAX_STEPS
+        assert list(status.attrs["flag_values"]) == [int(s) for s in dm.Status]
+        assert status.attrs["flag_meanings"].split() == [s.label for s in dm.Status]

@@ -9,6 +9,7 @@ from ..record import Record
 from ..status import Status
 from ..store.files import json_text, to_jsonable
 from ..sweeps.grid import parse_grid
+from ..validate import MAX_STEPS
 
 #: Exit codes of ``dlnm`` (also listed by ``dlnm --help``).
 EXIT_OK = 0           # finished: converged or used its budget; a sweep complete; a command done
@@ -59,7 +60,18 @@ def add_problem_arguments(parser):
     g.add_argument("--mu", type=float, default=1.0, help="mean of the inputs (default 1)")
     g.add_argument("--sigma", type=float, default=1.0, help="std of the inputs (default 1)")
     g.add_argument("--n-test", type=int, default=1000, help="test samples (default 1000)")
-    g.add_argument("--data-seed", type=int, default=0, help="seed of the data (default 0)")
+    g.add_argument("--data-seed", type=data_seed, default=0, help="seed of the data (default 0)")
+
+
+def data_seed(text):
+    """``--data-seed``: an integer in [0, 2**62] for every command (a sweep's rep r uses seed + r)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= MAX_STEPS:
+        raise argparse.ArgumentTypeError(f"--data-seed must be an integer in [0, {MAX_STEPS}] (2**62), got {text!r}")
+    return value
 
 
 def problem_from_args(args):

@@ -8,6 +8,7 @@ import sys
 from ..api import mgd, networks_sweep, resume_sweep
 from ..networks import deep_linear, teacher_student
 from ..store.files import to_jsonable
+from ..store.kinds import store_kind, wrong_kind
 from ..store.network_sweep import read as read_network_sweep
 from ..sweeps.networks import is_network_sweep
 from ..sweeps.networks import make_config as make_network_config
@@ -16,6 +17,7 @@ from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     add_record_arguments,
+    data_seed,
     grid_option,
     parse_int,
     print_result,
@@ -92,11 +94,8 @@ def _refuse_other_arguments(args, path):
     """``--resume`` continues the stored sweep as it is: options given with it that describe another sweep (9 gammas
     where 8 are stored, ``--batch-size 5`` on a full-batch sweep, another architecture) are refused, named."""
     given = [d for d in DEFINING if d in getattr(args, "given", ())]
-    if not is_network_sweep(path):
-        if given:
-            raise ValueError(f"--store {path} holds no network sweep; continue it with the command that made it "
-                             f"(dlnm inspect {path} tells which)")
-        return
+    if not is_network_sweep(path):  # (before: a diagonal sweep was continued by `dlnm network ... --resume`)
+        raise wrong_kind(path, store_kind(path), "network-sweep", "resume")
     stored, _, _, _ = read_network_sweep(path)
     spec = stored.get("spec")
     generator = args.architecture.replace("-", "_")
@@ -187,5 +186,5 @@ def register(subparsers):
     g.add_argument("--mu", type=float, default=1.0, help="deep linear: input mean (default 1)")
     g.add_argument("--sigma", type=float, default=1.0, help="deep linear: input std (default 1)")
     g.add_argument("--n-test", type=int, default=1000, help="test samples (default 1000)")
-    g.add_argument("--data-seed", type=int, default=0, help="data (and student) seed (default 0)")
+    g.add_argument("--data-seed", type=data_seed, default=0, help="data (and student) seed (default 0)")
     p.set_defaults(func=_cmd_network)

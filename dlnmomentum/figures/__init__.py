@@ -30,7 +30,7 @@ import os
 
 import h5py
 
-from ..store.files import READ_ERRORS, attr_str, open_h5, read_error, reading
+from ..store.files import READ_ERRORS, StoreError, attr_str, open_h5, read_error, reading
 from ..validate import as_store_path
 from . import (
     common,
@@ -125,6 +125,8 @@ def plot_store(path, out=None):
                 common.suptitle(fig, module.TITLE, setting, size)
         try:  # after the store is closed: an image that cannot be written is not a damaged store
             return common.save(fig, out or os.path.dirname(os.path.abspath(path)), name)
+        except StoreError:  # (a file there that is not an image it drew: refused, named)
+            raise
         except OSError as exc:  # (a full disk) the store is intact
             raise OSError(exc.errno, f"{exc.strerror} (the figure store {path} is complete: "
                           f"`dlnm plot {path}` draws it again once there is room)") from exc
@@ -172,7 +174,8 @@ class FigureStore:
             self.sweeps = tuple(k for k, obj in f.items() if isinstance(obj, h5py.Group) and "dims" in obj.attrs)
             self.datasets = {}
             f.visititems(lambda key, obj: self.datasets.__setitem__(key, obj.shape)
-                         if isinstance(obj, h5py.Dataset) and key.split("/")[0] not in self.sweeps else None)
+                         if isinstance(obj, h5py.Dataset) and not obj.is_scale and key.split("/")[0] not in self.sweeps
+                         else None)
         module = FIGURES.get(self.name)
         self.title = getattr(module, "TITLE", self.name)
 

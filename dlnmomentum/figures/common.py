@@ -117,8 +117,15 @@ def get_sweep(h5, name):
 
 
 def put(h5, name, data, description):
+    """A dataset of a figure (a curve, a trajectory) with its ``description`` and an index dimension scale
+    ``<name>_dim<k>`` on every axis, beside it (xarray then names its dimensions, instead of ``phony_dim_*``)."""
     ds = h5.create_dataset(name, data=np.asarray(data))
     ds.attrs["description"] = description
+    parent, leaf = ds.parent, name.rsplit("/", 1)[-1]
+    for axis, length in enumerate(ds.shape):
+        scale = parent.create_dataset(f"{leaf}_dim{axis}", data=np.arange(length, dtype=np.int64))
+        scale.make_scale(f"{leaf}_dim{axis}")
+        ds.dims[axis].attach_scale(scale)
     return ds
 
 
@@ -483,14 +490,33 @@ def heatmap(ax, gammas, betas, z, label, diverging=False):
     ax.set_ylabel("momentum β")
 
 
+#: The text every image the package draws carries in its metadata (PNG ``Software``, PDF ``Creator``): an existing
+#: image is replaced only if it has it, so a file of the user's own at ``<out>/<name>.png`` is never overwritten.
+IMAGE_MARK = "dlnmomentum figure image"
+
+
+def _image_is_ours(path):
+    with open(path, "rb") as fh:
+        return IMAGE_MARK.encode() in fh.read()
+
+
 def save(fig, out_dir, name):
-    """Write ``<name>.png`` and ``<name>.pdf`` into ``out_dir``; returns the two paths."""
+    """Write ``<name>.png`` and ``<name>.pdf`` into ``out_dir``; returns the two paths. An existing file there is
+    replaced only if it is an image the package drew (:data:`IMAGE_MARK`), else :class:`StoreError`."""
+    from .. import __version__
+
     os.makedirs(out_dir, exist_ok=True)
-    paths = []
-    for ext in ("png", "pdf"):
-        p = os.path.join(out_dir, f"{name}.{ext}")
+    paths = [os.path.join(out_dir, f"{name}.{ext}") for ext in ("png", "pdf")]
+    for p in paths:  # before either is written
+        if os.path.lexists(p) and not (os.path.isfile(p) and _image_is_ours(p)):
+            raise StoreError(f"refusing to overwrite {p}: it is not an image dlnmomentum drew (images drawn before "
+                             f"0.6.0 carry no mark either): remove it yourself, or draw into another folder (--out)")
+    mark = f"{IMAGE_MARK}: {name} (dlnmomentum {__version__})"
+    for p in paths:
+        ext = p.rsplit(".", 1)[1]
         image = io.BytesIO()  # rendered in memory, written by Python: a full disk is one OSError of one write
-        fig.savefig(image, format=ext, dpi=130 if ext == "png" else None)
+        fig.savefig(image, format=ext, dpi=130 if ext == "png" else None,
+                    metadata={"Software": mark} if ext == "png" else {"Creator": mark})
         try:
             with open(p, "wb") as fh:
                 fh.write(image.getbuffer())
@@ -498,5 +524,4 @@ def save(fig, out_dir, name):
             with contextlib.suppress(OSError):
                 os.unlink(p)
             raise OSError(exc.errno, f"cannot write figure image {p}: {exc.strerror or exc}") from exc
-        paths.append(p)
     return paths

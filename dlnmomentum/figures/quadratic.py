@@ -23,7 +23,7 @@ import numpy as np
 
 from ..runs.quadratic import heavy_ball_quadratic_path, quadratic_flow
 from ..theory.maps import accelerate
-from .common import LEGEND_FONT
+from .common import LEGEND_FONT, put
 
 NAME = "quadratic"
 TITLE = "Figure 1: (M)GD follows (M)GF on a 2-D quadratic; MGD(4γ, β²) runs twice, GD(4γ) four times as fast"
@@ -68,9 +68,7 @@ def _max_rel(u, v, scale):
 
 
 def _dataset(group, name, data, description):
-    ds = group.create_dataset(name, data=data)
-    ds.attrs["description"] = description
-    return ds
+    return put(group, name, data, description)
 
 
 def compute(h5, size, log=print):

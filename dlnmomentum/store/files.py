@@ -523,9 +523,11 @@ def _open_error(path, exc):
         if eof is not None and eof > size:
             return StoreCorruptError(
                 f"store {path} is truncated: it has {size} bytes of the {eof} its HDF5 superblock records. A "
-                f"writer stopped by a file-size limit (ulimit -f) or a full disk leaves a run store so: "
-                f"`dlnm resume {path}` extends it and rebuilds it from its committed rows (which verify by "
-                f"their checksums); otherwise restore it from a copy (HDF5: {msg})")
+                f"writer stopped by a file-size limit (ulimit -f) or a full disk leaves a run store so: if it is "
+                f"one, `dlnm resume {path}` extends it and rebuilds it from its committed rows (which verify by "
+                f"their checksums). Sweep, network sweep and figure stores are never left so by their writers "
+                f"(made whole, then written in place): such a file was cut short afterwards (a copy), restore it "
+                f"from a copy or compute it again (HDF5: {msg})")
         return StoreCorruptError(f"store {path} is truncated ({size} bytes; HDF5: {msg})")
     if head != HDF5_SIGNATURE and "signature" in msg:
         return StoreCorruptError(f"store {path} is not an HDF5 file (no HDF5 signature; {size} bytes)")

@@ -32,12 +32,12 @@ from .files import (  # noqa: F401 - check_readable and open_h5 are this module'
     to_jsonable,
     verify_guarded,
 )
+from .final import read_final
 from .format import (
     FORMAT_VERSION,
     OBSERVABLE_INFO,
     join_description,
     read_checkpoint_group,
-    read_final,
     read_problem,
     schema_from_file,
 )
@@ -80,8 +80,14 @@ def _read_header(f, path, action="read"):
     if kind != "run":
         raise wrong_kind(path, kind, "run", action)
     verify_guarded(attrs, path, "the file's root")
-    version = int(attrs.get("format_version", -1))
-    if version > FORMAT_VERSION or version < 1:
+    if "format_version" not in attrs:
+        raise StoreCorruptError(f"store {path} has no format_version attribute: damaged, or not written by "
+                                "dlnmomentum")
+    version = int(attrs["format_version"])
+    if version < 1:
+        raise StoreCorruptError(f"store {path} has format version {version}, which no dlnmomentum writes: damaged, "
+                                "or not written by dlnmomentum")
+    if version > FORMAT_VERSION:
         raise StoreError(f"store {path} has format version {version}; this dlnmomentum reads versions "
                          f"1..{FORMAT_VERSION} (upgrade the package)")
     return attrs

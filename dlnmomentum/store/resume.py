@@ -37,7 +37,8 @@ from .files import (
     utc_now,
     write_h5_image,
 )
-from .format import FINAL_DAMAGED, FORMAT_VERSION, chunk_offsets, delete_group
+from .final import FINAL_DAMAGED
+from .format import FORMAT_VERSION, chunk_offsets, delete_group
 from .integrity import intact_rows
 from .read import Store, check_readable, open_h5, read_plan, store_path, valid_checkpoints
 from .writer import (

@@ -70,19 +70,17 @@ from .files import (
     write_checkpoint_file,
     write_h5_image,
 )
+from .final import final_handles, update_final_in_place, write_final
 from .format import (
     FORMAT_NAME,
     FORMAT_VERSION,
     Dims,
     create_observables,
     encode_chunks,
-    final_handles,
     schema_from_fields,
     set_attrs,
     split_description,
-    update_final_in_place,
     write_checkpoint_group,
-    write_final,
     write_problem,
 )
 from .kinds import require_overwritable, require_regular_or_absent

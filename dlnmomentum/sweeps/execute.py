@@ -16,8 +16,9 @@ from ..progress import RUN_STEPS_PER_SECOND
 from ..progress import resolve as resolve_progress
 from ..progress import start as start_progress
 from ..runs.points import FIELDS
-from ..store.files import StoreBusyError
+from ..store.files import StoreBusyError, lock_holder
 from ..store.handles import sweep_stopped
+from ..store.kinds import FILE_KINDS
 from ..store.network_sweep import FORMAT_NAME as NETWORK_FORMAT_NAME
 from ..store.network_sweep import FORMAT_VERSION as NETWORK_FORMAT_VERSION
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION, SweepFile
@@ -123,7 +124,8 @@ def begin(plan, store):
         for name in FIELDS:
             data[name] = sdata[name]
         done = sdone.copy()
-        session = store.start_session(plan)
+        # a complete store (every chunk intact) stays as it is: no session, nothing written
+        session = store.start_session(plan) if not done.all() else int(store.read_config()[0].get("sessions", 1))
     data.update(plan.parameters())
     return data, done, session
 
@@ -231,6 +233,14 @@ def inspect_lines(path):
     """Text lines summarising the sweep (or network sweep) store at ``path`` (used by ``dlnm inspect``)."""
     sw = open_sweep(path)
     lines = summary_lines(sw)
+    if not sw.complete:  # say so, and how to go on (a running writer, or one that stopped or died)
+        left = int(sw.done.size - sw.done.sum())
+        holder = lock_holder(path)
+        kind = "network-sweep" if is_network_sweep(path) else "sweep"
+        how = FILE_KINDS[kind][2].format(path=path)
+        state = (f"running: written by process {holder.get('pid', '?')} now" if holder is not None
+                 else f"unfinished: continue it with {how}")
+        lines.insert(1, f"state        : {state} ({left} of {sw.done.size} points still to compute)")
     try:
         size = os.path.getsize(path)
         name, version = store_format(path)

@@ -162,10 +162,11 @@ def execute(plan, path, threads=None, wave_size=None, log=None, progress=None):
     done = np.zeros(plan.shape, dtype=bool)
     session = 1
     if path is not None:
-        _, _, sdata, sdone = store.read(path)
+        config, _, sdata, sdone = store.read(path)
         data.update(sdata)
         done = sdone
-        session = store.start_session(path)
+        # a complete store stays as it is: no session, nothing written
+        session = store.start_session(path) if not done.all() else int(config.get("sessions", 1))
     pending = np.flatnonzero(~done.ravel()).tolist()
     nthreads = _threads(threads, len(pending))
     size = as_int("wave_size", wave_size, low=1, allow_none=True) or default_wave_size(plan, nthreads)
