@@ -278,6 +278,9 @@ class WriterLock:
     def acquire(cls, path, purpose):
         info = {"pid": os.getpid(), "host": socket.gethostname(), "since": utc_now(), "purpose": purpose,
                 "token": os.urandom(8).hex()}
+        started = process_start(os.getpid())
+        if started is not None:
+            info["process_start"] = started
         lock_path = side_paths(path)["lock"]
         for _ in range(5):
             try:
@@ -332,8 +335,21 @@ def pid_alive(pid):
     return True
 
 
+def process_start(pid):
+    """When process ``pid`` started (clock ticks after boot: field 22 of Linux's ``/proc/<pid>/stat``), or None where
+    that cannot be read. With the pid it names one process: a pid the system gave to another process since is not
+    the lock's writer."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
+            data = fh.read()
+        return int(data[data.rindex(b")") + 2:].split()[19])  # (fields after the command name start at field 3)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def lock_is_stale(lock_path, info):
-    """True when the lock's process is gone (same host), or an unreadable lock is old."""
+    """True when the lock's process is gone (same host; a live process that got its pid since is not it), or an
+    unreadable lock is old."""
     if info is None:
         try:
             return time.time() - os.path.getmtime(lock_path) > 10.0
@@ -341,7 +357,12 @@ def lock_is_stale(lock_path, info):
             return True
     if info.get("host") != socket.gethostname():
         return False
-    return not pid_alive(info.get("pid", -1))
+    pid = info.get("pid", -1)
+    if not pid_alive(pid):
+        return True
+    started = info.get("process_start")
+    now = process_start(pid) if started is not None else None
+    return now is not None and now != started  # (a writer killed, its pid reused: the store is not running)
 
 
 def lock_holder(path, ignore_self=False):

@@ -122,3 +122,33 @@ def test_a_run_store_without_format_version_is_damaged_not_new(tmp_path):
     with pytest.raises(S.StoreCorruptError, match="has no format_version attribute: damaged, or not written by "
                                                   "dlnmomentum"):
         S.open_store(str(path))
+
+
+def test_a_lock_whose_pid_was_reused_is_stale(tmp_path):
+    """A writer killed by SIGKILL leaves its lock; when the system gives its pid to another live process, the store
+    was shown ``running`` for ever (and refused writers). The lock names the process by its pid and start time."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from dlnmomentum.store.files import lock_holder, process_start
+
+    path = tmp_path / "r.h5"
+    dm.mgd(dm.sparse_regression(**SMALL, seed=0), 0.01, 0.5, steps=100, store=str(path))
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = process_start(other.pid)
+        if started is None:
+            pytest.skip("no /proc/<pid>/stat here: the start time of a process is unknown")
+        lock = tmp_path / "r.h5.lock"
+        info = {"pid": other.pid, "host": socket.gethostname(), "since": "2026-01-01T00:00:00+00:00",
+                "purpose": "writing a mgd run", "token": "00"}
+        lock.write_text(json.dumps(dict(info, process_start=started)))  # the live writer itself
+        assert lock_holder(str(path)) is not None
+        lock.write_text(json.dumps(dict(info, process_start=started - 1)))  # another process with its pid
+        assert lock_holder(str(path)) is None
+        assert dm.resume(str(path)).steps_done == 100  # a writer takes the stale lock over
+    finally:
+        other.kill()
+        other.wait()
