@@ -25,6 +25,7 @@ import pytest
 
 from dlnmomentum.figures import FIGURES, common, compute_figure, designs, mgf_lambda
 from dlnmomentum.status import Status
+from dlnmomentum.store.files import text_crc
 
 #: Names of sweep fields written out that a label must not show (the label table has the real names).
 RAW = ("delta inf", "l1 norm", "normalized distance", "theta0", "lam central", "lambda central", "prediction gap",
@@ -317,6 +318,7 @@ def test_mgd_vs_mgf_legend_counts_the_diverged_runs_of_the_summary(drawn, tiny_s
         stored = json.loads(h5.attrs["summary"])
         stored["mgd"] = common.summarize({"mgd": doubled}, designs.FIT_TOL)["mgd"]
         h5.attrs["summary"] = json.dumps(stored)
+        h5.attrs["summary_crc32"] = text_crc(h5.attrs["summary"])  # (as the package writes it: guarded text)
     assert stored["mgd"]["status"]["diverged"] == 3
     fig = draw(path)
     try:

@@ -11,7 +11,6 @@ runs the handler before the next kernel call, so every run sees the request at t
 
 import os
 import signal
-import time
 
 import numpy as np
 import pytest
@@ -50,14 +49,17 @@ def stop_at_the_first_wave(monkeypatch):
     assert sent
 
 
-def test_a_network_sweep_stops_within_a_chunk(tmp_path, stop_at_the_first_wave):
+def test_a_network_sweep_stops_within_a_chunk(tmp_path, stop_at_the_first_wave, monkeypatch):
     stop_at_the_first_wave(NL.NetworkLockstep)
+    chunks = []
+    kernel = NL.KNS._net_sweep_chunk
+    monkeypatch.setattr(NL.KNS, "_net_sweep_chunk", lambda *args: chunks.append(args[-2]) or kernel(*args))
     path = tmp_path / "ts.h5"
-    t0 = time.monotonic()
     sw = dm.networks_sweep(SPEC, **GRID, steps=3_000_000, threads=1, store=path)  # ~11 s for the whole wave
-    elapsed = time.monotonic() - t0
     assert sw.interrupted and not sw.complete
-    assert elapsed < 5.0, elapsed  # a chunk (the first one runs on a guessed speed), not the wave
+    # one chunk (~CHUNK_SECONDS of work; the first runs on a guessed speed), not the wave: counted, not timed, so
+    # that a loaded machine cannot fail it
+    assert len(chunks) == 1 and chunks[0] < 3_000_000, chunks
     stored = dm.open_sweep(path)
     assert not stored.complete and int(stored.done.sum()) == 0  # the running points were dropped, as documented
 
