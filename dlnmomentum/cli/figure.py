@@ -69,7 +69,8 @@ def register(subparsers):
     sizes = "/".join(SIZES)
     p = subparsers.add_parser("figure", help="compute and draw one of the paper's figures",
                               description="Compute a figure into <out>/<name>.h5 (its sweeps resumable under "
-                              f"<out>/parts) and draw it to PNG and PDF. Sizes {sizes}. Figures: "
+                              f"<out>/parts) and draw it to PNG and PDF (<out>/<name>.png, .pdf: an existing file "
+                              f"there is replaced only if dlnmomentum drew it). Sizes {sizes}. Figures: "
                               + ", ".join(FIGURES))
     p.add_argument("name", choices=tuple(FIGURES), metavar="NAME", help="one of: " + ", ".join(FIGURES))
     named = {n: m for n, m in FIGURES.items() if hasattr(m, "SPECS")}
