@@ -163,10 +163,10 @@ class ResultMixin(StatusMixin):
     def theta0_tilde_mirror(self):
         """arcsinh(2θ̃0/Δ∞), θ̃0's mirror coordinate at Δ∞, from the logarithms of θ̃0's two terms: finite where
         ``theta0_tilde`` overflows (±inf after hundreds of sign crossings), and what the prediction uses there."""
-        from .theory.entropy import reference_mirror
+        from .theory.entropy import _reference_mirror
 
         plus, minus = (getattr(self, name) for name in self._THETA0_EXPONENTS)
-        return reference_mirror(self.w_plus0, self.w_minus0, plus, minus, self.delta_inf)
+        return _reference_mirror(self.w_plus0, self.w_minus0, plus, minus, self.delta_inf)
 
     def prediction(self):
         """Theorem 1 (flows) / Theorem 2 (MGD, SMGD) for this run, computed on request and cached.

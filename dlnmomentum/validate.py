@@ -102,6 +102,10 @@ def as_real_array(name, value, *, low=None, high=None, low_open=False, high_open
     if raw.dtype.kind not in "iufO":
         got = {"b": "bool", "c": "complex", "U": "str", "S": "bytes"}.get(raw.dtype.kind, f"dtype {raw.dtype}")
         raise TypeError(f"{name} must be real-valued, got {got} input")
+    if raw.dtype.kind == "O":  # numbers only: None, numeric strings ('0.1') and bools are not cast
+        for x in raw.flat:
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+                raise TypeError(f"{name} must be real-valued, got {x!r} ({type(x).__name__})")
     try:
         arr = raw.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:

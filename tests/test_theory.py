@@ -623,3 +623,51 @@ def test_predict():
         theory.predict(X, y, np.zeros(30), theta0, predicted)
     with pytest.raises(AttributeError):
         pred.prediction_gap = 0.0                                  # frozen
+
+
+# -- inputs and float64 range of the maps and of reference_mirror (probed 2026-11-26) ---------------------------
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: theory.lam(1e308, 0.99), r"lam is beyond float64's range for gamma=1e\+308, beta=0.99"),
+    (lambda: theory.eps(1e308, 0.99), r"eps is beyond float64's range"),
+    (lambda: theory.lam_central(1e308, 0.99), r"lam_central is beyond float64's range"),
+    (lambda: theory.from_lam_eps(1.0, 1e-17), r"beta rounds to 1 in float64 for lam=1.0, eps=1e-17"),
+    (lambda: theory.from_lam_eps(1e200, 1e-200), r"gamma is beyond float64's range"),
+    (lambda: theory.accelerate(0.01, 0.9, 1e-17), r"beta_hat rounds to 1 in float64"),
+    (lambda: theory.reference_mirror(1.0, 0.5, 0.0, 0.0, -1.0), r"delta must be finite and in \(0, inf\)"),
+    (lambda: theory.reference_mirror(1.0, 0.5, 0.0, 0.0, 0.0), r"delta must be finite and in \(0, inf\)"),
+    (lambda: theory.reference_mirror(1.0, 0.5, np.nan, 0.0, 1.0), r"s_plus must be finite"),
+    (lambda: theory.reference_mirror(np.inf, 0.5, 0.0, 0.0, 1.0), r"w_plus0 must be finite"),
+    (lambda: theory.reference_mirror(1.0, 0.0, 0.0, 0.0, 1.0), r"w_minus0 must be non-zero"),
+])
+def test_maps_and_reference_mirror_refuse_what_float64_cannot_hold(call, match):
+    """Before: lam(1e308, 0.99) was inf (a RuntimeWarning), from_lam_eps(1, 1e-17) gave beta = 1.0 outside [0, 1),
+    reference_mirror returned NaN or inf for a negative or zero delta, a NaN exponent, an infinite weight."""
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_reference_mirror_keeps_its_digits_where_the_two_terms_nearly_cancel():
+    """S₊ = S₋ and w₊₀ ≈ w₋₀ (θ̃₀ a difference of nearly equal terms): 1.6e-6 lost before, now to rounding."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 60
+    rng = np.random.default_rng(3)
+    worst = 0.0
+    for _ in range(200):
+        wm = -rng.uniform(0.5, 5.0)
+        wp = wm * (1.0 + rng.uniform(-1e-8, 1e-8))
+        s = rng.uniform(-50.0, 50.0)
+        delta = 10.0 ** rng.uniform(-8.0, 0.0)
+        exact = mp.asinh(2 * (mp.mpf(wp) ** 2 - mp.mpf(wm) ** 2) * mp.exp(-2 * mp.mpf(s)) / 4 / mp.mpf(delta))
+        got = theory.reference_mirror(wp, wm, s, s, delta)
+        worst = max(worst, abs(got - float(exact)) / max(1.0, abs(float(exact))))
+    assert worst < 1e-12, worst
+
+
+def test_object_arrays_of_strings_or_none_are_not_numbers():
+    """An object array of numeric strings was converted ('1' read as 1.0) where a str array was refused."""
+    X = np.array([["1", "0"], ["0", "1"]], dtype=object)
+    with pytest.raises(TypeError, match=r"X must be real-valued, got '1' \(str\)"):
+        theory.implicit_bias(X, np.ones(2), 1.0)
+    with pytest.raises(TypeError, match=r"gamma must be real-valued, got None"):
+        theory.lam(np.array([None], dtype=object), 0.5)

@@ -3,6 +3,8 @@
 import numpy as np
 
 from .. import theory
+from ..runs.common import WEIGHT_LIMIT
+from ..validate import as_float
 from .common import add_problem_arguments, print_json, problem_from_args
 
 
@@ -20,7 +22,9 @@ def _cmd_theory(args):
         out = {"lam": args.lam, "eps": args.eps, "gamma": g, "beta": b}
     else:  # bound
         problem = problem_from_args(args)
-        delta0 = np.full(problem.d, args.alpha**2)
+        # the initial scale the runs accept (u0 = alpha, v0 = 0: Delta0 = alpha^2)
+        alpha = as_float("--alpha", args.alpha, low=1.0 / WEIGHT_LIMIT, high=WEIGHT_LIMIT)
+        delta0 = np.full(problem.d, alpha * alpha)
         out = {"small_lambda_bound": theory.small_lambda_bound(problem.X, problem.y, delta0),
                "alpha": args.alpha, "n": problem.n, "d": problem.d}
     if args.json:

@@ -21,7 +21,7 @@ from ..kernels.rng import _fill_batches, _seed_state
 from ..problem import Problem
 from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
 from ..status import Status
-from ..validate import MAX_STEPS, as_float, as_int, check_data_scale
+from ..validate import MAX_STEPS, as_bool, as_float, as_int, check_data_scale
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
 
 
@@ -309,7 +309,7 @@ def batch_indices(n, batch_size, steps, *, seed=0, replace=False):
     state = np.zeros(4, dtype=np.uint64)
     _seed_state(seed, 0, state)
     out = np.zeros((steps, batch_size), dtype=np.int64)
-    _fill_batches(state, np.arange(n, dtype=np.int64), bool(replace), out)
+    _fill_batches(state, np.arange(n, dtype=np.int64), as_bool("replace", replace), out)
     return out
 
 

@@ -184,9 +184,9 @@ def mgd_point(problem, beta, fstate, istate, status, steps_done, w_plus0, w_minu
            "theta0_tilde": f["theta0_tilde"]}
     out.update(no_theory(theta.shape[0]))
     if theory:
-        from ..theory.entropy import reference_mirror
+        from ..theory.entropy import _reference_mirror
 
-        mirror = reference_mirror(w_plus0, w_minus0, f["s_plus"], f["s_minus"], f["delta_inf"])
+        mirror = _reference_mirror(w_plus0, w_minus0, f["s_plus"], f["s_minus"], f["delta_inf"])
         out.update(theory_fields(problem, theta, f["delta_inf"], f["theta0_tilde"], status, train_loss, theory_tol,
                                  mirror))
     return out

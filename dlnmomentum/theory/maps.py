@@ -26,6 +26,27 @@ def _gamma_beta(gamma, beta):
     return broadcast_named(gamma=g, beta=b)
 
 
+def _representable(what, value, gamma_beta_or_more, rule):
+    """``value`` (an array) unless an entry left float64's range (inf, or a positive quantity rounded to 0): then
+    a ValueError naming ``what``, the inputs of the first such entry and ``rule``."""
+    bad = ~np.isfinite(value) | (value == 0.0)
+    if np.any(bad):
+        i = np.flatnonzero(np.ravel(bad))[0]
+        given = ", ".join(f"{k}={float(np.ravel(v)[i])!r}" for k, v in gamma_beta_or_more.items())
+        raise ValueError(f"{what} is beyond float64's range for {given} ({rule})")
+    return value
+
+
+def _below_one(what, value, inputs, rule):
+    """``value`` (β or β̂, an array in [0, 1)) unless an entry rounded to 1: a ValueError naming it."""
+    bad = value >= 1.0
+    if np.any(bad):
+        i = np.flatnonzero(np.ravel(bad))[0]
+        given = ", ".join(f"{k}={float(np.ravel(v)[i])!r}" for k, v in inputs.items())
+        raise ValueError(f"{what} rounds to 1 in float64 for {given} ({rule} is below 1.1e-16), outside [0, 1)")
+    return value
+
+
 def lam(gamma, beta):
     """MGF parameter λ = γ / (1 - β)² of MGD(γ, β) (Proposition 1, ``prop:discretisation``).
 
@@ -45,10 +66,12 @@ def lam(gamma, beta):
     Raises
     ------
     ValueError
-        If γ ≤ 0, γ is not finite, or β is outside [0, 1).
+        If γ ≤ 0, γ is not finite, β is outside [0, 1), or λ overflows float64.
     """
     g, b = _gamma_beta(gamma, beta)
-    return scalar_or_array(g / (1.0 - b) ** 2)
+    with np.errstate(over="ignore"):
+        out = g / (1.0 - b) ** 2
+    return scalar_or_array(_representable("lam", out, {"gamma": g, "beta": b}, "lam = gamma/(1-beta)^2"))
 
 
 def eps(gamma, beta):
@@ -74,7 +97,9 @@ def eps(gamma, beta):
         If γ ≤ 0, γ is not finite, or β is outside [0, 1).
     """
     g, b = _gamma_beta(gamma, beta)
-    return scalar_or_array(g / (1.0 - b))
+    with np.errstate(over="ignore"):
+        out = g / (1.0 - b)
+    return scalar_or_array(_representable("eps", out, {"gamma": g, "beta": b}, "eps = gamma/(1-beta)"))
 
 
 def lam_central(gamma, beta):
@@ -102,7 +127,10 @@ def lam_central(gamma, beta):
         If γ ≤ 0, γ is not finite, or β is outside [0, 1).
     """
     g, b = _gamma_beta(gamma, beta)
-    return scalar_or_array((1.0 + b) * g / (2.0 * (1.0 - b) ** 2))
+    with np.errstate(over="ignore"):
+        out = (1.0 + b) * g / (2.0 * (1.0 - b) ** 2)
+    return scalar_or_array(_representable("lam_central", out, {"gamma": g, "beta": b},
+                                          "lam_central = (1+beta) gamma/(2(1-beta)^2)"))
 
 
 def from_lam_eps(lam, eps):
@@ -123,7 +151,8 @@ def from_lam_eps(lam, eps):
     Raises
     ------
     ValueError
-        If λ ≤ 0, ε ≤ 0, either is not finite, or ε > λ (which would give β < 0).
+        If λ ≤ 0, ε ≤ 0, either is not finite, ε > λ (which would give β < 0), or γ or β leave float64 (γ
+        underflows to 0, or ε/λ is so small that β rounds to 1).
     """
     lm = as_real_array("lam", lam, low=0, low_open=True)
     ep = as_real_array("eps", eps, low=0, low_open=True)
@@ -132,7 +161,10 @@ def from_lam_eps(lam, eps):
         raise ValueError("eps must be in (0, lam] so that beta = 1 - eps/lam is in [0, 1), "
                          f"got eps={float(ep[ep > lm].flat[0])!r} > lam={float(lm[ep > lm].flat[0])!r}")
     ratio = ep / lm
-    return scalar_or_array(ep * ratio), scalar_or_array(1.0 - ratio)
+    with np.errstate(under="ignore"):
+        gamma = _representable("gamma", ep * ratio, {"lam": lm, "eps": ep}, "gamma = eps^2/lam")
+    beta = _below_one("beta", 1.0 - ratio, {"lam": lm, "eps": ep}, "beta = 1 - eps/lam: eps/lam")
+    return scalar_or_array(gamma), scalar_or_array(beta)
 
 
 def accelerate(gamma, beta, rho):
@@ -158,7 +190,7 @@ def accelerate(gamma, beta, rho):
     Raises
     ------
     ValueError
-        If γ, β or ρ are out of range, or β̂ = 1 - ρ(1 - β) would be negative.
+        If γ, β or ρ are out of range, β̂ = 1 - ρ(1 - β) would be negative, γ̂ leaves float64 or β̂ rounds to 1.
     """
     g, b = _gamma_beta(gamma, beta)
     r = as_real_array("rho", rho, low=0, low_open=True)
@@ -168,7 +200,11 @@ def accelerate(gamma, beta, rho):
         bad = one_minus_beta_hat > 1.0
         raise ValueError("rho must satisfy rho * (1 - beta) <= 1 so that beta_hat = 1 - rho*(1 - beta) is "
                          f"in [0, 1), got rho={float(r[bad].flat[0])!r}, beta={float(b[bad].flat[0])!r}")
-    return scalar_or_array(r * r * g), scalar_or_array(1.0 - one_minus_beta_hat)
+    given = {"gamma": g, "beta": b, "rho": r}
+    with np.errstate(over="ignore", under="ignore"):
+        gamma_hat = _representable("gamma_hat", r * r * g, given, "gamma_hat = rho^2 gamma")
+    beta_hat = _below_one("beta_hat", 1.0 - one_minus_beta_hat, given, "beta_hat = 1 - rho(1-beta): rho(1-beta)")
+    return scalar_or_array(gamma_hat), scalar_or_array(beta_hat)
 
 
 def small_lambda_bound(X, y, delta0):

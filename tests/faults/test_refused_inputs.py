@@ -202,3 +202,18 @@ def test_cli_gf_with_lam_is_refused(capsys):
     """``dlnm flow --gf --lam 0.5`` ran gradient flow and ignored ``--lam``."""
     assert main(["flow", "--gf", "--lam", "0.5", "--t-max", "1", "--n", "8", "--d", "13", "--n-test", "50"]) == 2
     assert "--gf is gradient flow (lambda = 0) and --lam 0.5 asks for MGF(lambda)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("alpha", ["1e160", "-0.1", "0", "1e-200", "nan"])
+def test_theory_bound_checks_alpha_as_the_runs_do(alpha, capsys):
+    """``dlnm theory bound --alpha 1e160`` crashed (OverflowError traceback, exit 1); -0.1 and 0 gave a bound."""
+    assert main(["theory", "bound", "--alpha", alpha]) == 2
+    err = capsys.readouterr().err
+    assert "--alpha must be" in err and "in [1e-150, 1e+150], got" in err, err
+
+
+def test_batch_indices_takes_replace_as_a_bool_only():
+    """``batch_indices(5, 2, 3, replace="no")`` drew with replacement (``bool("no")``); ``mgd`` refused it."""
+    with pytest.raises(TypeError, match="replace must be True or False, got 'no'"):
+        dm.batch_indices(5, 2, 3, replace="no")
+    assert dm.batch_indices(5, 2, 3, replace=False).shape == (3, 2)
