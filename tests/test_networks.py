@@ -422,7 +422,7 @@ def test_sweep_store_interrupted_then_resumed(tmp_path):
     for name in full.fields:
         assert np.asarray(full[name]).tobytes() == np.asarray(done[name]).tobytes(), name
     reopened = dm.open_networks_sweep(path)
-    assert reopened.config["sessions"] == 3  # created+interrupted, resumed, resumed again (nothing to do)
+    assert reopened.config["sessions"] == 2  # created+interrupted, resumed (resumed again: complete, not written)
     # rep 1 of a spec sweep is the generator with seed + 1, batches with seed + 1
     r = dm.mgd(dm.deep_linear(widths=(30, 10, 1), n_test=50, seed=1), 0.03, 0.9, steps=200, batch_size=5, seed=1)
     assert reopened.test_loss[1, 2, 1] == r.test_loss

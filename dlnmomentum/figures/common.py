@@ -125,6 +125,7 @@ def put(h5, name, data, description):
     for axis, length in enumerate(ds.shape):
         scale = parent.create_dataset(f"{leaf}_dim{axis}", data=np.arange(length, dtype=np.int64))
         scale.make_scale(f"{leaf}_dim{axis}")
+        scale.attrs["description"] = f"index along axis {axis} of {leaf}"
         ds.dims[axis].attach_scale(scale)
     return ds
 
