@@ -124,7 +124,7 @@ def test_every_axes_is_labelled_without_raw_identifiers(drawn, name):
 
 # -- legends ------------------------------------------------------------------------------------------
 
-NOT_CONVERGED = rf"^not at train loss ≤ {designs.FIT_TOL:g}$"
+NOT_CONVERGED = rf"^not at train loss ≤ {common.short_number(designs.FIT_TOL)}$"
 OFF_SCALE = r"^not converged, off scale: ▲▼ at the axis edge$"
 
 
@@ -151,7 +151,7 @@ def expected_legends(name, path):
     if name == "mgd-grid":
         return [[("^no sign change$", False), (NOT_CONVERGED, False)]]
     if name == "mgd-mgf-grid":
-        return [[(NOT_CONVERGED, False)]]
+        return [[(NOT_CONVERGED, False), ("^no difference: " + NOT_CONVERGED[1:], False)]]
     if name in ("mgd-vs-mgf", "data-mean"):
         group = "mgd" if name == "mgd-vs-mgf" else "mu=1/mgd"
         entries = [(r"^MGF\(λ\)$", True)] + [(f"^MGD, β = {b:g}$", True) for b in _betas(path, group)]
@@ -425,3 +425,61 @@ def test_the_title_fits_in_the_figure(drawn, name):
             continue
         ext = text.get_window_extent(renderer)
         assert ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1, (name, text.get_text(), ext, box)
+
+
+# -- heatmaps, legends and stores of the figures (probed 2026-11-26) ---------------------------------------------
+
+def test_heatmap_cells_are_centred_on_their_log_gamma():
+    """``shading="nearest"`` took linear midpoints of log-spaced γ: at tiny size (γ = 1e-2, 3.16e-2, 1e-1) the
+    edges were [-0.0008, 0.021, 0.066, 0.134], so the γ = 1e-2 column and its marks were off the axes."""
+    gammas = np.array([1e-2, 10 ** -1.5, 1e-1])
+    edges = common.cell_edges(gammas, log=True)
+    assert np.allclose(np.diff(np.log10(edges)), 0.5) and np.allclose(np.log10(edges[[0, -1]]), [-2.25, -0.75])
+    assert np.allclose(common.cell_edges([0.0, 0.45, 0.9]), [-0.225, 0.225, 0.675, 1.125])
+    fig = common.pyplot().figure()
+    try:
+        ax = fig.add_subplot()
+        common.heatmap(ax, gammas, np.array([0.0, 0.45, 0.9]), np.ones((3, 3)), "z")
+        lo, hi = ax.get_xlim()
+        assert lo < gammas[0] and gammas[-1] < hi
+    finally:
+        common.pyplot().close(fig)
+
+
+@pytest.mark.parametrize("name", ["mgd-grid", "mgd-mgf-grid", "teacher-student", "deep-linear"])
+def test_every_grid_column_is_inside_the_axes(drawn, tiny_stores, name):
+    with h5py.File(tiny_stores / f"{name}.h5", "r") as h5:
+        group = next(k for k in h5 if isinstance(h5[k], h5py.Group) and "dims" in h5[k].attrs)
+        gammas = h5[group]["gamma"][()]
+    for ax in drawn(name).axes:
+        if ax.get_xscale() == "log" and ax.get_xlabel() == "step size γ":
+            lo, hi = ax.get_xlim()
+            assert lo < gammas.min() and gammas.max() < hi, (name, ax.get_xlim(), gammas)
+
+
+def test_mgd_mgf_grid_compares_on_one_scale_and_greys_what_it_cannot_compare(drawn):
+    """The MGD and MGF panels shared no colour scale; the difference panel's missing cells were white, the colour
+    of 'MGD = MGF' on its red-blue scale."""
+    fig = drawn("mgd-mgf-grid")
+    meshes = [ax.collections[0] for ax in fig.axes if ax.get_xlabel() == "step size γ"]
+    assert meshes[0].get_clim() == meshes[1].get_clim()
+    bad = meshes[2].get_cmap().get_bad()
+    assert tuple(bad[:3]) != (1.0, 1.0, 1.0) and bad[3] > 0
+
+
+def test_data_mean_legend_counts_the_diverged_runs_per_mu(drawn, tiny_stores):
+    (legend,) = _legends(drawn("data-mean"))
+    title = legend.get_title().get_text()
+    with h5py.File(tiny_stores / "data-mean.h5", "r") as h5:
+        for key in (k for k in h5 if k.startswith("mu=")):
+            status = h5[key]["mgd"]["status"][()]
+            mu = key.split("=")[1]
+            assert f"μ = {mu}: {int((status == Status.DIVERGED).sum())} of {status.size}" in title, title
+
+
+def test_a_figure_store_lists_its_nested_sweeps(tiny_stores):
+    from dlnmomentum.figures import open_figure
+
+    fs = open_figure(str(tiny_stores / "data-mean.h5"))
+    assert "mu=0/mgf" in fs.sweeps and fs.sweep("mu=0/mgf").dims == ("rep", "lam")
+    assert not any(key.startswith("mu=") for key in fs.datasets)  # a sweep's arrays are not listed as data

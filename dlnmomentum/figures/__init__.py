@@ -171,11 +171,14 @@ class FigureStore:
             self.name, self.size, self.setting, self.claims = common.read_attrs(f)
             self.created = attr_str(f.attrs.get("created", ""))
             self.package_version = attr_str(f.attrs.get("package_version", ""))
-            self.sweeps = tuple(k for k, obj in f.items() if isinstance(obj, h5py.Group) and "dims" in obj.attrs)
+            groups = []  # every sweep, also one nested in a group (data-mean's "mu=0/mgd")
+            f.visititems(lambda key, obj: groups.append(key) if isinstance(obj, h5py.Group) and "dims" in obj.attrs
+                         else None)
+            self.sweeps = tuple(groups)
             self.datasets = {}
             f.visititems(lambda key, obj: self.datasets.__setitem__(key, obj.shape)
-                         if isinstance(obj, h5py.Dataset) and not obj.is_scale and key.split("/")[0] not in self.sweeps
-                         else None)
+                         if isinstance(obj, h5py.Dataset) and not obj.is_scale
+                         and not any(key.startswith(g + "/") for g in self.sweeps) else None)
         module = FIGURES.get(self.name)
         self.title = getattr(module, "TITLE", self.name)
 

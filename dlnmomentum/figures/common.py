@@ -177,22 +177,26 @@ SETTING_WORDS = {"mu": "μ={v}", "sigma": "σ={v}", "alpha": "α={v}", "stop_tol
                  "n_test": "{v} test points", "seed": "seeds {v}", "widths": "widths {v}"}
 
 
+def short_number(v):
+    """A number as the figures write it: 1e-08 -> 1e-8, 2000000 -> 2e6 (anything else: ``str``)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        return str(v)
+    if isinstance(v, (int, np.integer)):
+        exp = len(str(abs(int(v)))) - 1
+        mantissa = int(v) / 10**exp
+        return f"{mantissa:g}e{exp}" if exp >= 5 and round(mantissa, 1) == mantissa else str(v)
+    return re.sub(r"e([+-])0*(\d)", lambda m: "e" + ("-" if m.group(1) == "-" else "") + m.group(2), f"{v:g}")
+
+
 def setting_text(setting):
     """One title line from a setting dict (n, d, s, μ, σ, α, horizon, tolerance, reps, seeds), in words
     (:data:`SETTING_WORDS`; another key reads ``key=value`` with spaces for underscores)."""
-    def number(v):  # 1e-08 -> 1e-8, 2000000 -> 2e6
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-            return str(v)
-        if isinstance(v, (int, np.integer)):
-            exp = len(str(abs(int(v)))) - 1
-            mantissa = int(v) / 10**exp
-            return f"{mantissa:g}e{exp}" if exp >= 5 and round(mantissa, 1) == mantissa else str(v)
-        return re.sub(r"e([+-])0*(\d)", lambda m: "e" + ("-" if m.group(1) == "-" else "") + m.group(2), f"{v:g}")
-
     parts = []
     for key, value in setting.items():
-        value = ",".join(map(number, value)) if isinstance(value, (list, tuple)) else number(value)
+        value = ",".join(map(short_number, value)) if isinstance(value, (list, tuple)) else short_number(value)
         template = SETTING_WORDS.get(key, key.replace("_", " ") + "={v}")
+        if key == "seed" and ".." not in value:  # one seed: "seed 0", not "seeds 0"
+            template = "seed {v}"
         parts.append(template.format(v=value))
     return ", ".join(parts)
 
@@ -289,7 +293,7 @@ LEGEND_FONT = 7.5
 
 def not_converged_label(tol):
     """The legend entry of the marks on runs that did not reach train loss ``tol`` (every figure says it so)."""
-    return f"not at train loss ≤ {tol:g}"
+    return f"not at train loss ≤ {short_number(float(tol))}"
 
 
 def mark_points(ax, x, y, mask, label, marker="x", color="red"):
@@ -473,22 +477,57 @@ def _level_labels_class():
     return LevelLabels
 
 
-def heatmap(ax, gammas, betas, z, label, diverging=False):
-    """``z`` over the (γ, β) grid (NaN blank) with its colour bar and the λ level lines; log γ axis.
+def cell_edges(centres, log=False):
+    """The edges of the cells of a heatmap around ``centres`` (monotone): midpoints between neighbours (in log
+    space for a log axis, where cells are then equally wide), the outer cells as wide as their neighbours (one
+    centre: a decade, or 0.1, wide)."""
+    c = np.log10(np.asarray(centres, dtype=float)) if log else np.asarray(centres, dtype=float)
+    if c.size == 1:
+        edges = c[0] + np.array([-0.5, 0.5]) * (1.0 if log else 0.1)
+    else:
+        mid = 0.5 * (c[1:] + c[:-1])
+        edges = np.concatenate([[c[0] - (mid[0] - c[0])], mid, [c[-1] + (c[-1] - mid[-1])]])
+    return 10.0 ** edges if log else edges
 
-    ``diverging``: a signed quantity (a difference), on a blue-red scale symmetric about 0.
+
+def heatmap(ax, gammas, betas, z, label, diverging=False, limits=None):
+    """``z`` over the (γ, β) grid with its colour bar and the λ level lines; log γ axis, each cell centred on its
+    (γ, β) in log γ (matplotlib's ``shading="nearest"`` takes linear midpoints: on a log axis the outer columns
+    came out wider or narrower, and a first column off the axes). NaN cells are blank.
+
+    ``diverging``: a signed quantity (a difference), on a blue-red scale symmetric about 0, whose white is 0: there
+    a NaN cell is grey instead. ``limits``: the colour scale's ``(vmin, vmax)`` (panels to be compared share one).
     """
+    import matplotlib
+
     kwargs = {"cmap": "viridis"}
     if diverging:
         top = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
-        kwargs = {"cmap": "RdBu_r", "vmin": -top, "vmax": top}
-    mesh = ax.pcolormesh(gammas, betas, np.ma.masked_invalid(z), shading="nearest", **kwargs)
-    ax.figure.colorbar(mesh, ax=ax, label=label)
+        cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad="0.75")
+        kwargs = {"cmap": cmap, "vmin": -top, "vmax": top}
+    if limits is not None:
+        kwargs.update(vmin=limits[0], vmax=limits[1])
     ax.set_xscale("log")
+    mesh = ax.pcolormesh(cell_edges(gammas, log=True), cell_edges(betas), np.ma.masked_invalid(z), shading="flat",
+                         **kwargs)
+    ax.figure.colorbar(mesh, ax=ax, label=label)
     ax.autoscale_view()
     lambda_levels(ax, gammas, betas)
     ax.set_xlabel("step size γ")
     ax.set_ylabel("momentum β")
+
+
+def grid_legend(fig, axes):
+    """One legend for a figure of heatmaps, below them (not over the cells of a corner): every entry once, on a grey
+    box on which the white rings of :func:`mark_points` show."""
+    entries = {}
+    for ax in axes:
+        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(text, handle)
+    if entries:
+        legend = fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncols=len(entries),
+                            fontsize=LEGEND_FONT + 1)
+        legend.get_frame().set_facecolor("0.7")
 
 
 #: The text every image the package draws carries in its metadata (PNG ``Software``, PDF ``Creator``): an existing

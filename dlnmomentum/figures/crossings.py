@@ -9,10 +9,19 @@ of sign changes of w±, runs with and without crossings in two colours, the pape
 import numpy as np
 
 from . import designs
-from .common import FIELD_LABELS, LEGEND_FONT, converged_mask, decade_ticks, get_sweep, put_sweep, summarize
+from .common import (
+    FIELD_LABELS,
+    LEGEND_FONT,
+    converged_mask,
+    decade_ticks,
+    get_sweep,
+    put_sweep,
+    short_number,
+    summarize,
+)
 
 NAME = "crossings"
-TITLE = "Sign changes: the distance to the Δ∞-only prediction and |θ̃0|"
+TITLE = "Sign changes: the distance to the Δ∞-only prediction and ‖θ̃0‖∞"
 SIZES = designs.SETTINGS.keys()
 FIGSIZE = (12.0, 5.0)
 PAPER_BOUND = 0.01
@@ -72,7 +81,8 @@ def plot(h5, fig):
     for ax in axes:
         ax.set_xlabel("sign changes of w± (symlog axis: linear up to 1)")
         if not ax.collections:
-            ax.text(0.5, 0.5, f"no run reached train loss ≤ {designs.FIT_TOL:g}", ha="center", transform=ax.transAxes)
+            ax.text(0.5, 0.5, f"no run reached train loss ≤ {short_number(designs.FIT_TOL)}", ha="center",
+                    transform=ax.transAxes)
             continue
         # 0 sign changes is the point of the figure: a symmetric log axis shows it at 0, the counts as they are
         ax.set_xscale("symlog", linthresh=1.0, linscale=0.5)

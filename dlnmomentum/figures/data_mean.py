@@ -5,14 +5,15 @@ dotted line) and for MGD on the constant-λ lines (markers), mean over the data 
 uncentred data there is a range of λ where MGF beats GF and a smaller ‖Δ∞‖ goes with a smaller test
 loss; for centred data (μ = 0) the relationship breaks. Drawn as ``mgd-vs-mgf`` draws it
 (:func:`.mgd_vs_mgf.draw_against_lambda`: y limits from the converged points, MGD points that did not reach the
-fit tolerance crossed, or marked at the axis edge when off that scale; diverged ones not drawn, the summary counts
-them), with one legend for the figure.
+fit tolerance crossed, or marked at the axis edge when off that scale; diverged ones not drawn, the legend counts
+them per μ), with one legend for the figure.
 """
 
 import numpy as np
 
+from ..status import Status
 from . import designs
-from .common import LEGEND_FONT, converged_mask, get_sweep, mean_over_reps, put_sweep, summarize
+from .common import LEGEND_FONT, converged_mask, get_sweep, mean_over_reps, put_sweep, status_counts, summarize
 from .mgd_vs_mgf import draw_against_lambda, mark_handles
 
 NAME = "data-mean"
@@ -43,8 +44,10 @@ def plot(h5, fig):
     mus = sorted(float(k.split("=")[1]) for k in h5 if k.startswith("mu="))
     marks = [False, False]
     entries = {}  # one legend for the figure: every entry once, from whichever panel has it
+    diverged = {}  # the diverged MGD runs of each μ (their (β, λ) means are not drawn), counted as mgd-vs-mgf does
     for col, mu in enumerate(mus):
         line, lines = get_sweep(h5, f"mu={mu:g}/mgf"), get_sweep(h5, f"mu={mu:g}/mgd")
+        diverged[mu] = (status_counts(lines).get(Status.DIVERGED.label, 0), int(lines.done.sum()))
         lams = np.asarray(line.coords["lam"])
         for row, field in enumerate(("test_loss", "delta_inf_norm")):
             ax = fig.add_subplot(2, len(mus), row * len(mus) + col + 1)
@@ -58,7 +61,10 @@ def plot(h5, fig):
             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
                 entries.setdefault(label, handle)
     handles = list(entries.values()) + mark_handles(*marks)
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=LEGEND_FONT + 1.5)
+    title = "diverged MGD runs (their (β, λ) means not drawn): " + ", ".join(
+        f"μ = {mu:g}: {n} of {total}" for mu, (n, total) in diverged.items())
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=LEGEND_FONT + 1.5,
+               title=title, title_fontsize=LEGEND_FONT + 1.5)
 
 
 def setting(size):

@@ -10,9 +10,9 @@ import numpy as np
 from . import designs
 from .common import (
     FIELD_LABELS,
-    LEGEND_FONT,
     converged_mask,
     get_sweep,
+    grid_legend,
     heatmap,
     mark_points,
     mean_over_reps,
@@ -54,9 +54,11 @@ def plot(h5, fig):
     no_cross = ~np.asarray(sw.data["crossed"]).astype(bool).any(axis=0)
     bad = ~converged_mask(sw, designs.FIT_TOL).all(axis=0)
     panels = (("test_loss", True), ("delta_inf_norm", True), ("l1_norm", False))
+    axes = []
     for k, (field, log) in enumerate(panels):
         label = f"log₁₀ {FIELD_LABELS[field]}" if log else FIELD_LABELS[field]
         ax = fig.add_subplot(1, 3, k + 1)
+        axes.append(ax)
         z = mean_over_reps(sw, field)
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.log10(z) if log else z
@@ -65,8 +67,7 @@ def plot(h5, fig):
         mark_points(ax, G, B, bad, not_converged_label(designs.FIT_TOL), marker="x", color="red")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(label, fontsize=8)
-        if k == 0 and ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=LEGEND_FONT, loc="lower left")
+    grid_legend(fig, axes[:1])
 
 
 def setting(size):

@@ -12,9 +12,9 @@ import numpy as np
 
 from . import designs
 from .common import (
-    LEGEND_FONT,
     converged_mask,
     get_sweep,
+    grid_legend,
     heatmap,
     mark_points,
     mean_over_reps,
@@ -81,16 +81,22 @@ def plot(h5, fig):
         flow = np.log10(mgf)
     panels = ((mgd, "log₁₀ test loss, MGD"), (flow, "log₁₀ test loss, MGF(λ = γ/(1-β)²)"),
               (np.where(bad, np.nan, mgd - flow), "difference MGD - MGF (log₁₀)"))
+    both = np.concatenate([mgd[np.isfinite(mgd)], flow[np.isfinite(flow)]])
+    shared = (float(both.min()), float(both.max())) if both.size else None  # one scale for the two compared panels
+    axes = []
     for k, (z, label) in enumerate(panels):
         ax = fig.add_subplot(1, 3, k + 1)
-        heatmap(ax, gammas, betas, z, label, diverging=k == 2)
+        axes.append(ax)
+        heatmap(ax, gammas, betas, z, label, diverging=k == 2, limits=shared if k < 2 else None)
         if k < 2:
             mark_points(ax, G, B, bad if k == 0 else ~np.isfinite(flow), not_converged_label(designs.FIT_TOL),
                         marker="x", color="red")
+        else:  # grey cells: no difference is drawn where MGD did not converge (white would read as MGD = MGF)
+            mark_points(ax, G, B, bad, "no difference: " + not_converged_label(designs.FIT_TOL), marker="x",
+                        color="0.35")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(label, fontsize=8)
-        if k == 0 and bad.any():
-            ax.legend(fontsize=LEGEND_FONT, loc="lower left")
+    grid_legend(fig, axes)
 
 
 def setting(size):

@@ -229,5 +229,5 @@ def plot(h5, fig):
     ax_acc.set_ylabel("$\\|x_k - x^*\\|$")
     ax_acc.legend(fontsize=LEGEND_FONT, loc="lower left")
     fig.suptitle(f"{TITLE.split(':')[0]}: f(x) = ½xᵀAx - cᵀx, A = {_matrix_text(A_)}, c = {list(map(float, c_))}, "
-                 f"x0 = {list(map(float, x0))}; γ = {gamma:g}, β = {beta:g}, λ = {lam:g}, K = {K} iterates",
-                 fontsize=10)
+                 f"x0 = {list(map(float, x0))}; γ = {gamma:g}, β = {beta:g}, λ = {lam:g}, K = {K} iterates"
+                 f"  [{h5.file.attrs.get('size', '?')}]", fontsize=10)  # (the size, as every figure's title has it)

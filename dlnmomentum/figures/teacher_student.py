@@ -13,7 +13,7 @@ import numpy as np
 
 from ..networks import teacher_student
 from ..status import Status
-from .common import get_sweep, heatmap, put_sweep, run_sweep, summarize
+from .common import get_sweep, heatmap, put_sweep, run_sweep, short_number, summarize
 from .networks import explained_shares, lambda_spread
 
 NAME = "teacher-student"
@@ -98,7 +98,7 @@ def plot(h5, fig):
         z = np.where(converged, np.log10(np.asarray(sw.data["test_loss"])[0]), np.nan)
     ax = fig.add_subplot(1, 1, 1)
     heatmap(ax, gammas, betas, z, "log₁₀ test loss")
-    ax.set_title(f"blank: never reached train loss {TOL:g} ({int((~converged).sum())} of {converged.size})",
+    ax.set_title(f"blank: never reached train loss {short_number(TOL)} ({int((~converged).sum())} of {converged.size})",
                  fontsize=8)
 
 
