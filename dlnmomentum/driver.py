@@ -12,7 +12,8 @@ Run protocol (duck-typed)
 steps), ``cursor`` (int64[1] index into the schedule), ``new_block(rows)``
 (a dict of record buffers), ``advance(n_steps, block, offset)`` → kernel
 status (a :class:`~dlnmomentum.Status` code: running, converged or diverged),
-``chunk_steps`` (a good chunk length), ``finish(status)`` → result, and ``block_rows(n_steps)``
+``chunk_steps`` (a good chunk length), ``finish(status)`` → result, optionally ``total_is_planned`` (False
+when ``total`` is only a budget: the progress bar then shows no total), and ``block_rows(n_steps)``
 (the rows of the record block for a chunk of ``n_steps``; :class:`RunStateMixin` has the rule of
 runs whose schedule lists step numbers; an adaptive run, whose schedule lists times, gives a bound
 and its kernel returns early when the block is full).
@@ -164,7 +165,8 @@ def drive(run, *, progress=False, desc="run", sink=None, collect=True):
         The recorded blocks, when ``collect``.
     """
     blocks = []
-    bar = _progress_bar(progress, run.total, run.done, desc)
+    # an adaptive run's total is a budget of steps (1e8), not the steps it will take: a bar without a total, no ETA
+    bar = _progress_bar(progress, run.total if getattr(run, "total_is_planned", True) else None, run.done, desc)
     status = st.RUNNING
     # With a sink, a chunk and its recording are one step that a signal cannot cut in two (the sink
     # would miss rows the run has recorded); signals noted meanwhile take effect between chunks.

@@ -71,6 +71,52 @@ def test_theory_option_of_single_runs(argv, theorem, capsys):
     assert f"prediction gap (Thm {theorem})" in out and "normalized distance to GF_D" in out
 
 
+@pytest.mark.parametrize("argv, theorem", [
+    (["flow", "--lam", "0.3", "--t-max", "1e7", "--tol", "1e-20"], 1),
+    (["run", "--gamma", "0.05", "--beta", "0.5", "--steps", "1e6", "--tol", "1e-20"], 2),
+], ids=["flow", "run"])
+def test_theory_option_with_json_carries_the_prediction(argv, theorem, capsys):
+    """``--theory --json`` printed no theory at all (the help promises the gap)."""
+    assert main([*argv, "--theory", "--json", *SMALL]) == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    assert out["theorem"] == theorem and 0 <= out["prediction_gap"] < 1e-8 and out["normalized_distance"] >= 0
+    problem = dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=4)
+    again = (dm.mgf(problem, 0.3, t_max=1e7, tol=1e-20) if theorem == 1
+             else dm.mgd(problem, 0.05, 0.5, steps=10**6, tol=1e-20))
+    assert out["prediction_gap"] == again.prediction_gap and out["predicted_theta"] == again.predicted_theta.tolist()
+
+
+def test_theory_of_a_diverged_run_says_why_it_has_none(capsys):
+    """A diverged run has no limit to predict: said, with the run's own exit code (was: an error, exit 2)."""
+    argv = ["run", "--gamma", "5", "--beta", "0.9", "--steps", "1000", "--theory", *SMALL]
+    assert main(argv) == 1
+    assert "prediction (Thm 2)          : not computed: this run diverged" in capsys.readouterr().out
+    assert main([*argv, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["prediction_gap"] is None and "diverged" in out["theory_reason"]
+    assert "prediction_gap" in out["non_finite"]
+
+
+def test_sweep_json_with_a_store_and_network_sweep_json(tmp_path, capsys):
+    """``dlnm sweep --json --store`` left the summary out; ``dlnm network`` with a grid ignored ``--json``."""
+    path = str(tmp_path / "s.h5")
+    assert main(["sweep", "--gammas", "0.01,5", "--betas", "0,0.5", "--steps", "300", "--json", "--store", path,
+                 *SMALL]) == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    assert out["store"] == path and out["summary"]["status"] and "data" not in out
+    assert main(["network", "teacher-student", "--gammas", "0.01,0.02", "--betas", "0,0.5", "--steps", "100",
+                 "--json", "--no-progress"]) == EXIT_OK
+    out = json.loads(capsys.readouterr().out)
+    assert out["points"] == 4 and out["summary"]["status"] and out["dims"] == ["rep", "beta", "gamma"]
+
+
+def test_an_adaptive_run_shows_progress_without_its_budget_as_total(capsys):
+    """Progress of a rodas run measured its ~1 000 steps against the 1e8-step budget (0 %, an ETA of hours)."""
+    dm.gf(dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=4), t_max=1e7, tol=1e-20, progress="log")
+    err = capsys.readouterr().err
+    assert "1e+08" not in err and "%" not in err and " steps" in err, err
+
+
 def _help(argv, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "10000")  # argparse wraps at hyphens otherwise ("deep-\nlinear")
     with pytest.raises(SystemExit):

@@ -483,3 +483,25 @@ def test_a_figure_store_lists_its_nested_sweeps(tiny_stores):
     fs = open_figure(str(tiny_stores / "data-mean.h5"))
     assert "mu=0/mgf" in fs.sweeps and fs.sweep("mu=0/mgf").dims == ("rep", "lam")
     assert not any(key.startswith("mu=") for key in fs.datasets)  # a sweep's arrays are not listed as data
+
+
+@pytest.mark.parametrize("name", ["mgd-grid", "mgd-mgf-grid"])
+def test_level_labels_hide_no_mark(drawn, name):
+    """A λ label placed over a point covered its cross (the point looked converged)."""
+    from matplotlib.collections import PathCollection
+
+    fig = drawn(name)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        labels = [t for t in ax.texts if t.get_visible() and t.get_text().startswith("λ =")]
+        marks = [ax.transData.transform(np.asarray(c.get_offsets(), dtype=float)) for c in ax.collections
+                 if isinstance(c, PathCollection) and len(c.get_offsets())]
+        if not labels or not marks:
+            continue
+        marks = np.concatenate(marks)
+        for t in labels:
+            box = t.get_bbox_patch().get_window_extent(renderer)
+            inside = ((marks[:, 0] >= box.x0) & (marks[:, 0] <= box.x1)
+                      & (marks[:, 1] >= box.y0) & (marks[:, 1] <= box.y1))
+            assert not inside.any(), (name, t.get_text(), marks[inside])

@@ -134,12 +134,39 @@ def print_json(value):
     print(json_text(value))
 
 
-def print_result(result, args, problem=None):
-    """A run result as JSON (``--json``) or as its summary; returns the exit code."""
+def print_sweep_json(result):
+    """``--json`` of a sweep (``dlnm sweep``, ``dlnm network`` with a grid): its state and summary, and, without a
+    store (nothing else keeps them), every point's fields (non-finite values are null)."""
+    from ..sweeps.result import summary_dict
+
+    out = {"complete": result.complete, "interrupted": bool(getattr(result, "interrupted", False)),
+           "done": int(result.done.sum()), "points": int(result.done.size), "store": result.path,
+           "summary": summary_dict(result)}
+    if result.path is None:
+        out.update(dims=list(result.dims), coords=result.coords, data=result.data, done_mask=result.done,
+                   status_names=result.status_names)
+    print_json(out)
+
+
+def print_result(result, args, problem=None, theorem=None):
+    """A run result as JSON (``--json``) or as its summary; returns the exit code.
+
+    With ``--theory`` (``theorem``: 1 for flows, 2 for MGD) also Theorem ``theorem``'s prediction gap, the normalized
+    distance to gradient flow at scale Delta_inf and (JSON) the predicted theta, in either form.
+    """
+    theory = {}
+    if theorem is not None and getattr(args, "theory", False):
+        try:
+            theory = {"prediction_gap": result.prediction_gap, "normalized_distance": result.normalized_distance,
+                      "predicted_theta": result.predicted_theta}
+        except ValueError as exc:  # no limit to predict (a diverged run, ...): said, not a failed command
+            theory = {"prediction_gap": math.nan, "normalized_distance": math.nan, "theory_reason": str(exc)}
     if args.json:
         out = to_jsonable(result.to_dict())
         out["status_name"] = result.status_name
         out["message"] = result.message
+        if theory:
+            out.update(to_jsonable(dict(theory, theorem=theorem)))
         # non-finite values (a diverged run) become null: name the fields that held them
         out["non_finite"] = sorted(k for k, v in out.items() if _non_finite(v))
         print_json(out)
@@ -147,6 +174,11 @@ def print_result(result, args, problem=None):
         if problem is not None:
             print(problem.summary())
         print(result.summary())
+        if "theory_reason" in theory:
+            print(f"prediction (Thm {theorem})          : not computed: {theory['theory_reason']}")
+        elif theory:
+            print(f"prediction gap (Thm {theorem})      : {theory['prediction_gap']:.3e}")
+            print(f"normalized distance to GF_D : {theory['normalized_distance']:.3e}")
     code = exit_code(result.status)
     if code == EXIT_INTERRUPTED:  # say how to go on, as dlnm inspect does
         store = getattr(args, "store", None) or getattr(args, "path", None)
@@ -154,14 +186,6 @@ def print_result(result, args, problem=None):
               + (f"continue with: dlnm resume {store}" if store else
                  "nothing was kept (no --store): give --store FILE to make a run resumable"), file=sys.stderr)
     return code
-
-
-def print_theory(result, args, theorem):
-    """``--theory`` (text output): the prediction gap of Theorem ``theorem`` (1: flows, 2: MGD) and the normalized
-    distance to gradient flow at scale Delta_inf."""
-    if args.theory and not args.json:
-        print(f"prediction gap (Thm {theorem})      : {result.prediction_gap:.3e}")
-        print(f"normalized distance to GF_D : {result.normalized_distance:.3e}")
 
 
 def _non_finite(value):

@@ -5,7 +5,6 @@ from .common import (
     add_problem_arguments,
     add_record_arguments,
     print_result,
-    print_theory,
     problem_from_args,
     progress_wanted,
     record_from_args,
@@ -32,8 +31,7 @@ def _cmd_flow(args):
                      refine_start=refine, store=args.store, overwrite=args.overwrite,
                      checkpoint_every=args.checkpoint_every, scheme=args.scheme, rtol=args.rtol, atol=args.atol,
                      max_steps=args.max_steps)
-    code = print_result(result, args, problem)
-    print_theory(result, args, 1)
+    code = print_result(result, args, problem, theorem=1)
     return code
 
 

@@ -21,6 +21,7 @@ from .common import (
     grid_option,
     parse_int,
     print_result,
+    print_sweep_json,
     progress_wanted,
     record_from_args,
 )
@@ -138,7 +139,10 @@ def _log(args):
 
 
 def _finish_sweep(sw, args):
-    print(sw.summary())
+    if args.json:
+        print_sweep_json(sw)
+    else:
+        print(sw.summary())
     if getattr(sw, "interrupted", False) or not sw.complete:
         print(f"dlnm network: interrupted; {int(sw.done.sum())}/{sw.done.size} points done"
               + (f"; continue with: dlnm network {args.architecture} --resume --store {sw.path}" if sw.path else ""),
@@ -172,7 +176,7 @@ def register(subparsers):
     p.add_argument("--resume", action="store_true", help="continue the sweep in --store")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store")
     p.add_argument("--log", action="store_true", help="a line on stderr whenever finished points are written")
-    p.add_argument("--json", action="store_true", help="print one run's result as JSON")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (a sweep: as dlnm sweep --json does)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("problem")
     g.add_argument("--n", type=int, default=None, help="training samples (15 teacher-student, 20 deep linear)")

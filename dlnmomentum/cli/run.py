@@ -6,7 +6,6 @@ from .common import (
     add_record_arguments,
     parse_int,
     print_result,
-    print_theory,
     problem_from_args,
     progress_wanted,
     record_from_args,
@@ -19,8 +18,7 @@ def _cmd_run(args):
                  replace=args.replace, seed=args.seed, tol=args.tol, record=record_from_args(args),
                  progress=progress_wanted(args), store=args.store,
                  overwrite=args.overwrite, checkpoint_every=args.checkpoint_every)
-    code = print_result(result, args, problem)
-    print_theory(result, args, 2)
+    code = print_result(result, args, problem, theorem=2)
     return code
 
 

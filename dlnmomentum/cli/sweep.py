@@ -13,7 +13,6 @@ from ..sweeps.distributed import connect
 from ..sweeps.networks import is_network_sweep
 from ..sweeps.plan import config_differences, flow_scheme
 from ..sweeps.plan import make_config as make_sweep_config
-from ..sweeps.result import summary_dict
 from ..validate import as_int
 from .common import (
     EXIT_INTERRUPTED,
@@ -21,7 +20,7 @@ from .common import (
     add_problem_arguments,
     grid_option,
     parse_int,
-    print_json,
+    print_sweep_json,
     problem_from_args,
     progress_wanted,
 )
@@ -152,12 +151,7 @@ def _run(args, log, progress, client):
                        resume=args.resume, log=log, wave_size=args.wave_size, device=args.device,
                        client=client, scheme=args.scheme)
     if args.json:
-        out = {"complete": result.complete, "interrupted": bool(getattr(result, "interrupted", False)),
-               "done": int(result.done.sum()), "points": int(result.done.size), "store": result.path}
-        if result.path is None:  # nothing else keeps them: the points themselves (non-finite values are null)
-            out.update(dims=list(result.dims), coords=result.coords, data=result.data,
-                       done_mask=result.done, status_names=result.status_names, summary=summary_dict(result))
-        print_json(out)
+        print_sweep_json(result)
     else:
         print(result.summary())
     if getattr(result, "interrupted", False):

@@ -429,6 +429,7 @@ def _level_labels_class():
     """The artist class that places :func:`lambda_levels`' labels (built on first use: matplotlib is imported only
     to draw)."""
     from matplotlib.artist import Artist
+    from matplotlib.collections import PathCollection
     from matplotlib.transforms import Bbox
 
     class LevelLabels(Artist):
@@ -439,7 +440,9 @@ def _level_labels_class():
         known. It draws nothing itself: its zorder is below the lines' and the labels', so the axes draw it first,
         and the lines and labels then where it put them. Lines are labelled shortest first (they have the fewest
         places); a place is taken if the label lies inside the axes and overlaps no label already placed and no
-        legend. A line with no such place is not drawn, nor its label: every line drawn is labelled.
+        legend, and, where the line has such a place, covers none of the axes' marks (the scatter points of
+        :func:`mark_points`: a label over a point hid its cross). A line with no place is not drawn, nor its label:
+        every line drawn is labelled.
         """
 
         def __init__(self, texts, lines, curves):
@@ -452,6 +455,9 @@ def _level_labels_class():
             ax = self.axes
             frame = ax.bbox
             taken = [leg.get_window_extent(renderer) for leg in (ax.get_legend(),) if leg is not None]
+            marks = [ax.transData.transform(np.asarray(c.get_offsets(), dtype=float)) for c in ax.collections
+                     if isinstance(c, PathCollection) and len(c.get_offsets())]
+            marks = np.concatenate(marks) if marks else np.zeros((0, 2))
             pad = 0.2 * 7 * renderer.points_to_pixels(1.0) + 2.0  # the box's pad, and 2 pixels between labels
             where = np.linspace(0.04, 0.96, 47)
             where = where[np.argsort(np.abs(where - 0.5), kind="stable")]  # fractions of the line, middle first
@@ -467,6 +473,9 @@ def _level_labels_class():
                 free = [j for j, b in enumerate(boxes)
                         if b.x0 >= frame.x0 and b.x1 <= frame.x1 and b.y0 >= frame.y0 and b.y1 <= frame.y1
                         and not any(b.overlaps(t) for t in taken)]
+                clear = [j for j in free if not np.any((marks[:, 0] >= boxes[j].x0) & (marks[:, 0] <= boxes[j].x1)
+                                                       & (marks[:, 1] >= boxes[j].y0) & (marks[:, 1] <= boxes[j].y1))]
+                free = clear or free
                 text.set_visible(bool(free))
                 line.set_visible(bool(free))
                 if free:

@@ -70,6 +70,9 @@ class AdaptiveFlowRun(FlowRun):
     """
 
     family = "flow-adaptive"
+    #: ``total`` is the budget of accepted steps (``max_steps``, 1e8 by default), not the steps the run takes
+    #: (about a thousand to train loss 1e-20): progress shows the steps done without a total or an ETA.
+    total_is_planned = False
 
     def __init__(self, problem, config, u0, v0, u_dot0=None, v_dot0=None, schedule=None, record_accepted=False):
         super().__init__(problem, config, u0, v0, u_dot0, v_dot0, None)

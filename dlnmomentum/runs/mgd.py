@@ -105,6 +105,10 @@ class MGDResult(ResultMixin):
         return bool(self.crossings_plus.any() or self.crossings_minus.any())
 
     def summary(self):
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverged run's norms are inf: printed as such
+            return self._summary()
+
+    def _summary(self):
         lines = [
             f"{self.kind.upper()}  gamma={self.gamma:g}  beta={self.beta:g}  lambda={self.lam:g}  eps={self.eps:g}",
             f"status       : {self.status_name} ({self.message}) after {self.steps_done} steps",
