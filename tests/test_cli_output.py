@@ -158,3 +158,16 @@ def test_one_way_to_make_a_figure():
             continue
         with open(path, encoding="utf-8") as fh:
             assert "python -m dlnmomentum.figures" not in fh.read(), path
+
+
+def test_the_command_line_follows_the_packages_progress_rule():
+    """The CLI forced a bar whenever stderr was a terminal, two-second runs included; now it leaves the choice to the
+    package's one rule (a bar for work estimated over ten seconds), and --no-progress turns it off."""
+    import argparse
+
+    from dlnmomentum.cli.common import progress_wanted
+    from dlnmomentum.progress import resolve
+
+    assert progress_wanted(argparse.Namespace(no_progress=True)) is False
+    auto = progress_wanted(argparse.Namespace(no_progress=False))
+    assert auto is None and resolve(auto, 2.0) is None
