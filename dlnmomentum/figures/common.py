@@ -31,11 +31,10 @@ import numpy as np
 from ..api import sweep
 from ..runs.points import converged, flag_attributes
 from ..store.files import (
-    CRC_SUFFIX,
     StoreError,
     attr_str,
+    guarded,
     memory_h5,
-    text_crc,
     to_jsonable,
     verify_guarded,
     write_h5_image,
@@ -81,8 +80,7 @@ def put_sweep(h5, name, sw):
     """Write the fields, coordinates, ``done`` mask and configuration of ``sw`` into group ``name``."""
     g = h5.create_group(name)
     g.attrs["dims"] = ",".join(sw.dims)
-    g.attrs["config"] = json.dumps(to_jsonable(sw.config))
-    g.attrs["config" + CRC_SUFFIX] = text_crc(g.attrs["config"])
+    g.attrs.update(guarded({"config": json.dumps(to_jsonable(sw.config))}, "config"))
     for dim in sw.dims + ("coord",):
         if dim in sw.coords:
             ds = g.create_dataset(dim, data=sw.coords[dim])
@@ -229,10 +227,8 @@ def finish_store(f, tmp, path, setting, summary):
 
     A full disk is a :class:`~dlnmomentum.store.files.StoreError` naming ``path``; nothing is left behind.
     """
-    f.attrs["setting"] = json.dumps(to_jsonable(setting))
-    f.attrs["summary"] = json.dumps(to_jsonable(summary))
-    for name in ("setting", "summary"):
-        f.attrs[name + CRC_SUFFIX] = text_crc(f.attrs[name])
+    f.attrs.update(guarded({"setting": json.dumps(to_jsonable(setting)), "summary": json.dumps(to_jsonable(summary))},
+                           "setting", "summary"))
     try:
         write_h5_image(f, tmp)
         os.replace(tmp, path)

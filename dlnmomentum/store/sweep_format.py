@@ -33,7 +33,6 @@ from ..driver import signals_held
 from ..problem import Problem
 from ..runs.points import ADDED_IN_V2, FIELDS, PARAMETER_FIELDS, SCALAR_FIELDS, VECTOR_FIELDS, flag_attributes
 from .files import (
-    CRC_SUFFIX,
     READ_ERRORS,
     UNREPAIRABLE,
     StoreCorruptError,
@@ -41,6 +40,7 @@ from .files import (
     WriterLock,
     attr_str,
     fsync_dir,
+    guarded,
     memory_h5,
     metadata_damaged,
     open_h5,
@@ -49,7 +49,6 @@ from .files import (
     read_error,
     reading,
     retry_busy,
-    text_crc,
     to_jsonable,
     verify_guarded,
     write_h5_image,
@@ -124,8 +123,7 @@ class SweepFile:
         f.attrs["kind"] = "sweep"
         f.attrs["format"] = FORMAT_NAME
         f.attrs["format_version"] = FORMAT_VERSION
-        f.attrs["config"] = json.dumps(to_jsonable(plan.config))
-        f.attrs["config" + CRC_SUFFIX] = text_crc(f.attrs["config"])
+        f.attrs.update(guarded({"config": json.dumps(to_jsonable(plan.config))}, "config"))
         f.attrs["dims"] = ",".join(plan.dims)
         f.attrs["sessions"] = 0
         f.attrs["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -153,8 +151,7 @@ class SweepFile:
                 g.create_dataset(name, data=value, fletcher32=bool(value.size))
             if plan.problem.theta_star is not None:
                 g.create_dataset("theta_star", data=plan.problem.theta_star, fletcher32=True)
-            g.attrs["params"] = json.dumps(to_jsonable(plan.problem.params))
-            g.attrs["params" + CRC_SUFFIX] = text_crc(g.attrs["params"])
+            g.attrs.update(guarded({"params": json.dumps(to_jsonable(plan.problem.params))}, "params"))
 
     @staticmethod
     def _field(f, plan, name, dtype, desc, vector):
