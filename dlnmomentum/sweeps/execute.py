@@ -120,12 +120,12 @@ def begin(plan, store):
     done = np.zeros(plan.shape, dtype=bool)
     session = 1
     if store is not None:
-        sdata, sdone, _, _ = store.read(plan, repair=True)
+        sdata, sdone, _, stored = store.read(plan, repair=True)
         for name in FIELDS:
             data[name] = sdata[name]
         done = sdone.copy()
         # a complete store (every chunk intact) stays as it is: no session, nothing written
-        session = store.start_session(plan) if not done.all() else int(store.read_config()[0].get("sessions", 1))
+        session = store.start_session(plan) if not done.all() else int(stored.get("sessions", 1))
     data.update(plan.parameters())
     return data, done, session
 
