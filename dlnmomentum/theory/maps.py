@@ -26,14 +26,18 @@ def _gamma_beta(gamma, beta):
     return broadcast_named(gamma=g, beta=b)
 
 
+def _inputs_at(bad, inputs):
+    """``"gamma=..., beta=..."``: the inputs (broadcast arrays, by name) at the first entry where ``bad`` holds."""
+    i = np.flatnonzero(np.ravel(bad))[0]
+    return ", ".join(f"{k}={float(np.ravel(v)[i])!r}" for k, v in inputs.items())
+
+
 def _representable(what, value, gamma_beta_or_more, rule):
     """``value`` (an array) unless an entry left float64's range (inf, or a positive quantity rounded to 0): then
     a ValueError naming ``what``, the inputs of the first such entry and ``rule``."""
     bad = ~np.isfinite(value) | (value == 0.0)
     if np.any(bad):
-        i = np.flatnonzero(np.ravel(bad))[0]
-        given = ", ".join(f"{k}={float(np.ravel(v)[i])!r}" for k, v in gamma_beta_or_more.items())
-        raise ValueError(f"{what} is beyond float64's range for {given} ({rule})")
+        raise ValueError(f"{what} is beyond float64's range for {_inputs_at(bad, gamma_beta_or_more)} ({rule})")
     return value
 
 
@@ -41,9 +45,8 @@ def _below_one(what, value, inputs, rule):
     """``value`` (β or β̂, an array in [0, 1)) unless an entry rounded to 1: a ValueError naming it."""
     bad = value >= 1.0
     if np.any(bad):
-        i = np.flatnonzero(np.ravel(bad))[0]
-        given = ", ".join(f"{k}={float(np.ravel(v)[i])!r}" for k, v in inputs.items())
-        raise ValueError(f"{what} rounds to 1 in float64 for {given} ({rule} is below 1.1e-16), outside [0, 1)")
+        raise ValueError(f"{what} rounds to 1 in float64 for {_inputs_at(bad, inputs)} ({rule} is below 1.1e-16), "
+                         "outside [0, 1)")
     return value
 
 
