@@ -176,11 +176,12 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
         (the fast mode -1/λ exactly, a step set by the gradient time scale, not by λ); or ``"rodas"``,
         the adaptive Rosenbrock method Rodas5P of :mod:`dlnmomentum.kernels.flow_rodas` (L-stable,
         error-controlled steps that grow along the slow tail: a run to train loss 1e-20 at t ~ 3e5
-        takes a few thousand steps instead of ~1e7). ``"auto"`` takes ``"rodas"`` for a ``tol``
+        takes about a thousand steps instead of ~1.5e7). ``"auto"`` takes ``"rodas"`` for a ``tol``
         stopping rule or a long horizon, else the cheaper fixed-grid scheme
         (:func:`dlnmomentum.runs.stepping.choose_flow_scheme`). ``result.config.scheme`` is the one used.
     rtol, atol : float, optional
-        Tolerances of ``"rodas"`` (default 1e-10 and 1e-12: θ within about 1e-10 of a tight reference).
+        Tolerances of ``"rodas"`` (default 1e-9 and 1e-11: θ within about 1e-11 of a tight reference;
+        docs/guide/flows.md, "Schemes").
     max_steps : int, optional
         Budget of accepted ``"rodas"`` steps (default 1e8; status ``max_steps`` when spent).
 
@@ -306,9 +307,11 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
         become tasks on the workers (each with ``device``'s engine), this process writes the store;
         same result, bit for bit. ``wave_size`` is then the points per task (default: about 8 tasks
         per worker). Needs the ``distributed`` extra.
-    scheme : {"auto", "rk4", "exp-rk4"}
+    scheme : {"auto", "rk4", "exp-rk4", "rodas"}
         Stepper of a flow sweep, as in :func:`mgf`; with ``"auto"`` every λ gets its own choice
-        (every point equals ``mgf(problem, lam, ..., scheme=scheme)``).
+        (every point equals ``mgf(problem, lam, ..., scheme=scheme)``). Fixed-grid points advance in
+        lockstep groups; ``"rodas"`` points (which ``"auto"`` takes for a ``tol`` or a long horizon) take
+        steps of their own sizes and run one by one on threads.
 
     Returns
     -------

@@ -151,6 +151,21 @@ def sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=1000, seed=0):
     on a support drawn uniformly at random. Defaults are the paper's main setting
     ``(n, d, s) = (20, 30, 5)``, ``(μ, σ) = (1, 1)``.
 
+    Parameters
+    ----------
+    n, d : int
+        Training samples and dimension (each >= 1).
+    s : int
+        Sparsity of θ*: non-zero entries, in [0, d] (0: θ* = 0, y = 0).
+    mu : float
+        Mean μ of every input coordinate (finite; the paper's "uncentred data": 1; 0 centres them).
+    sigma : float
+        Standard deviation σ of every input coordinate (> 0).
+    n_test : int
+        Test samples from the same distribution (>= 0; 0: no test set, test losses are NaN).
+    seed : int
+        Seed (>= 0) of ``numpy.random.default_rng``: θ*'s support, then X, then X_test, in that order.
+
     Returns
     -------
     Problem

@@ -131,3 +131,41 @@ def test_every_figure_has_a_gallery_page_and_image():
         text = page.read_text(encoding="utf-8")
         assert f"_static/gallery/{name}.png" in text and f"{{dlnm-figure-commands}} {name}" in text
         assert (DOCS / "_static" / "gallery" / f"{name}.png").exists(), f"no image for figure {name}"
+
+
+def test_the_citation_file_names_this_version():
+    text = (ROOT / "CITATION.cff").read_text(encoding="utf-8")
+    assert re.search(r'^version: "([^"]+)"$', text, re.MULTILINE).group(1) == dm.__version__
+
+
+#: ``dlnmomentum.a.b`` (not the ``module:Class`` paths of 0.2.0 files that the registry maps, nor file names)
+DOTTED = re.compile(r"\bdlnmomentum(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?![A-Za-z0-9_:])")
+
+
+def _resolves(dotted):
+    """Whether ``dlnmomentum.a.b.c`` names a module or an attribute of one."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
+        try:
+            obj = importlib.import_module(module)
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_dotted_name_in_the_docs_and_messages_exists():
+    """A message or a page that sends the reader to ``dlnmomentum.x.y`` names something that is there (one sent
+    users to ``dlnmomentum.flow.max_stable_step`` after the module had moved)."""
+    sources = [ROOT / "README.md", *DOCS.glob("*.md"), *DOCS.glob("*/*.md"), *(ROOT / "dlnmomentum").rglob("*.py")]
+    missing = set()
+    for path in sources:
+        for name in DOTTED.findall(path.read_text(encoding="utf-8")):
+            if not name.endswith((".py", ".h5", ".md")) and not _resolves(name):
+                missing.add(f"{path.relative_to(ROOT)}: {name}")
+    assert not missing, sorted(missing)

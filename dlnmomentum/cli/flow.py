@@ -2,6 +2,7 @@
 
 from ..api import gf, mgf
 from .common import (
+    add_checkpoint_argument,
     add_problem_arguments,
     add_record_arguments,
     print_result,
@@ -43,7 +44,7 @@ def register(subparsers):
                     "on a 2-layer diagonal linear network, with the paper's integrals and every sign crossing of w+ "
                     "and w-, and print a summary. Schemes (--scheme): fixed-step RK4; an exponential RK4 that "
                     "integrates the fast mode -1/lambda exactly (small lambda); or rodas, the adaptive Rosenbrock "
-                    "method Rodas5P for long horizons (runs to --tol 1e-20 at t ~ 1e5-1e6 in a few thousand steps). "
+                    "method Rodas5P for long horizons (runs to --tol 1e-20 at t ~ 1e5-1e6 in about a thousand steps). "
                     "auto (the default) takes rodas with --tol or a long --t-max, else the cheaper fixed-step one.")
     p.add_argument("--lam", type=float, default=None, help="lambda > 0 (MGF parameter)")
     p.add_argument("--gf", action="store_true", help="gradient flow (lambda = 0) instead of MGF")
@@ -64,8 +65,7 @@ def register(subparsers):
     add_record_arguments(p, float, "record every T time units (T > 0)", accepted=True)
     p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store file")
-    p.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints of a --store "
-                   "run (default 60)")
+    add_checkpoint_argument(p)
     p.add_argument("--theory", action="store_true", help="also print Theorem 1's prediction gap and the normalized "
                    "distance to GF(Delta_inf)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")

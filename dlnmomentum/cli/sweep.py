@@ -8,6 +8,7 @@ import sys
 import numba
 
 from ..api import resume_sweep, sweep
+from ..runs.stepping import SCHEMES
 from ..store.sweep_format import SweepFile
 from ..sweeps.distributed import connect
 from ..sweeps.networks import is_network_sweep
@@ -201,7 +202,7 @@ def register(subparsers):
                    help="MGD points as 'gamma/beta,gamma/beta,...' (e.g. 0.01/0.9,0.1/0)")
     p.add_argument("--steps", type=parse_int, default=None, help="updates per discrete run, e.g. 1e6")
     p.add_argument("--t-max", type=float, default=None, help="end time of a flow sweep")
-    p.add_argument("--scheme", choices=("auto", "rk4", "exp-rk4"), default="auto",
+    p.add_argument("--scheme", choices=("auto",) + SCHEMES, default="auto",
                    help="stepper of a flow sweep, as dlnm flow --scheme (default auto: per lambda)")
     p.add_argument("--reps", type=int, default=1, help="data replications (default 1)")
     p.add_argument("--batch-size", type=int, default=None, help="SMGD batch size (default: full batch)")

@@ -107,7 +107,7 @@ class AdaptiveFlowRun(FlowRun):
         return self.record_accepted or len(self.schedule) > 0
 
     def work_estimate(self):
-        """Multiply-adds of a typical run (a few thousand steps), for the progress-bar choice."""
+        """Multiply-adds of a typical run (about a thousand steps), for the progress-bar choice."""
         d = self.problem.d
         return 3000.0 * (d**3 + 40.0 * d * d)
 

@@ -87,7 +87,7 @@ DEFAULT_ATOL = 1e-11
 #: ``scheme="auto"`` takes the adaptive scheme for a ``tol`` stopping rule, or when the fixed grid would need
 #: more than this many steps (a long horizon against the problem's fast time scale).
 AUTO_ADAPTIVE_STEPS = 200_000
-#: Default budget of accepted adaptive steps (a run to train loss 1e-20 takes a few thousand).
+#: Default budget of accepted adaptive steps (a run to train loss 1e-20 takes about a thousand).
 ADAPTIVE_MAX_STEPS = 10**8
 #: ``scheme="auto"`` takes the exponential scheme when its default step is this many times RK4's.
 AUTO_STEP_RATIO = 2.0

@@ -2,7 +2,7 @@
 
 Dimension scales, explicit chunking and hand-made gzip+shuffle chunks, the problem,
 the observables and the encoding of result dataclasses in ``/final``. The public API
-is :mod:`dlnmomentum.store`; the files around a store are :mod:`dlnmomentum.store_files`.
+is :mod:`dlnmomentum.store`; the files around a store are :mod:`dlnmomentum.store.files`.
 """
 
 import dataclasses

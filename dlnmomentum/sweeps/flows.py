@@ -32,7 +32,7 @@ class FlowEngine:
         self._runs = {}
 
     def run_for(self, p):
-        """The :class:`~dlnmomentum.flow.FlowRun` of point ``p`` (validated like ``mgf``; cached)."""
+        """The :class:`~dlnmomentum.runs.flow.FlowRun` of point ``p`` (validated like ``mgf``; cached)."""
         run = self._runs.get(p)
         if run is None:
             cfg = self.plan.config
@@ -94,11 +94,12 @@ def _flow_groups(runs, reps, nthreads, lanes):
 
 
 def _planned(run):
-    """Steps a run is expected to take (an adaptive run's ``total`` is a budget: a few thousand)."""
+    """Steps a run is expected to take (an adaptive run's ``total`` is a budget, not a plan)."""
     return run.total if run.config.scheme in KR.SCHEMES else min(run.total, ADAPTIVE_STEPS_GUESS)
 
 
-#: What an adaptive run to the limit typically takes (progress and wave sizing only).
+#: What an adaptive run to the limit takes at most, about (progress and wave sizing only): about 1 000 steps
+#: on the paper's problem at the default tolerances, more on harder data.
 ADAPTIVE_STEPS_GUESS = 3000
 
 
