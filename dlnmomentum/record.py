@@ -40,8 +40,10 @@ class Record:
         (discrete) or ``every=h`` (flows).
 
     The initial state (step 0) and the final step of the budget are always
-    included, so every record starts at the initialisation and ends at the
-    planned end of the run. Step ``s`` is the state after ``s`` updates.
+    in the schedule, so every record starts at the initialisation and ends at the
+    planned end of the run. A run that stops before that end (converged by ``tol``, diverged,
+    interrupted) has the rows up to where it stopped; its final state is the result's (``theta``,
+    ``u``, ``v``, ``steps_done``). Step ``s`` is the state after ``s`` updates.
     """
 
     every: float | None = None
@@ -95,7 +97,9 @@ class Record:
             if n_steps < 1:
                 out = np.zeros(0, dtype=np.int64)
             else:
-                out = np.round(np.geomspace(1, n_steps, self.log)).astype(np.int64)
+                # (in float64 a budget above 2**53 rounds, up as often as down: the points are clipped to it in
+                # integers, and a rounded end of 2**62 = MAX_STEPS still converts)
+                out = np.minimum(np.round(np.geomspace(1, n_steps, self.log)).astype(np.int64), n_steps)
         elif self.steps is not None:
             out = np.asarray(self.steps, dtype=np.int64)
             if out.size and out.max() > n_steps:

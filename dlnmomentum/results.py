@@ -19,6 +19,18 @@ from .status import Status
 PREDICTION_TRAIN_LOSS = 1e-8
 
 
+def norm2(x):
+    """‖x‖₂ as ``np.linalg.norm`` computes it where the sum of squares is finite, else scaled by max|x| (a diverged
+    run's Δ of 1e180 has a finite norm, which the plain sum of squares overflows to inf)."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        plain = float(np.linalg.norm(x))
+        if np.isfinite(plain) or not np.all(np.isfinite(x)):
+            return plain
+        scale = float(np.abs(x).max())
+        return scale * float(np.linalg.norm(x / scale))
+
+
 def readonly(arr, dtype=None):
     """A read-only C-contiguous copy (results never alias live state)."""
     out = np.array(arr, dtype=dtype, copy=True, order="C")
@@ -182,6 +194,13 @@ class ResultMixin(StatusMixin):
             status = getattr(self, "status", None)
             if status == Status.DIVERGED:
                 raise ValueError("this run diverged: there is no limit for Theorems 1-2 to predict")
+            plus, minus = (np.asarray(getattr(self, name)) for name in self._THETA0_EXPONENTS)
+            undefined = np.flatnonzero(np.isnan(plus) | np.isnan(minus))
+            if undefined.size:
+                raise ValueError(f"theta0_tilde is undefined at coordinates {undefined[:5].tolist()}: "
+                                 f"{' and '.join(self._THETA0_EXPONENTS)} are NaN there, since an iterate of w+ or w- "
+                                 "was exactly 0 (Lemma 4's sums divide by w), so there is no reference point for "
+                                 "Theorems 1-2")
             loss = float(getattr(self, "train_loss", 0.0))
             if status != Status.CONVERGED and not loss <= PREDICTION_TRAIN_LOSS:
                 warnings.warn(f"the theorems describe the limit, and this run ended at train loss {loss:.3g} "

@@ -38,3 +38,30 @@ def test_errors_name_what_is_missing(capsys):
     assert "--gamma and --beta" in capsys.readouterr().err
     assert main(["network", "deep-linear", "--gammas", "0.1", "--steps", "10"]) == 2
     assert "--gammas and --betas" in capsys.readouterr().err
+
+
+def test_the_teacher_student_choices_reach_the_problem(tmp_path, capsys):
+    """--init-scale, --no-hidden-bias and --output-bias are dm.teacher_student's arguments (the figure's problem
+    takes init_scale 0.5); a sweep store keeps them and its --resume compares them; deep-linear refuses them."""
+    assert main(["network", "teacher-student", "--gamma", "0.1", "--beta", "0.5", "--steps", "300", "--json",
+                 "--no-progress", "--init-scale", "0.5", "--no-hidden-bias", "--output-bias"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ref = dm.mgd(dm.teacher_student(init_scale=0.5, hidden_bias=False, output_bias=True), 0.1, 0.5, steps=300)
+    assert out["train_loss"] == ref.train_loss and out["params"] == ref.params.tolist()
+    path = str(tmp_path / "ts.h5")
+    argv = ["network", "teacher-student", "--gammas", "0.1", "--betas", "0,0.5", "--steps", "50", "--store", path]
+    assert main(argv + ["--init-scale", "0.5"]) == 0
+    stored = dm.open_sweep(path)
+    ref = dm.networks_sweep({"generator": "teacher_student", "init_scale": 0.5}, gammas=[0.1], betas=[0, 0.5],
+                            steps=50)
+    np.testing.assert_array_equal(stored["train_loss"], ref["train_loss"])
+    capsys.readouterr()
+    assert main(argv + ["--resume", "--init-scale", "1"]) == 2  # the stored sweep has init_scale 0.5
+    assert "--init-scale differs from the stored sweep" in capsys.readouterr().err
+    assert main(argv + ["--resume", "--output-bias"]) == 2
+    assert "--output-bias differs" in capsys.readouterr().err
+    assert main(argv + ["--resume", "--init-scale", "0.5"]) == 0
+    assert main(argv + ["--resume"]) == 0  # (options left out: the stored sweep as it is)
+    assert main(["network", "deep-linear", "--gamma", "0.01", "--beta", "0", "--steps", "5", "--init-scale",
+                 "0.5"]) == 2
+    assert "--init-scale is an option of teacher-student" in capsys.readouterr().err

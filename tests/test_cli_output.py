@@ -171,3 +171,23 @@ def test_the_command_line_follows_the_packages_progress_rule():
     assert progress_wanted(argparse.Namespace(no_progress=True)) is False
     auto = progress_wanted(argparse.Namespace(no_progress=False))
     assert auto is None and resolve(auto, 2.0) is None
+
+
+def test_json_carries_the_recorded_rows(capsys):
+    """--record-every with --json and no --store recorded rows that went nowhere: the JSON now has them."""
+    assert main(["run", "--gamma", "0.05", "--beta", "0.5", "--steps", "100", "--record-every", "50", "--json"]
+                + SMALL) == 0
+    out = json.loads(capsys.readouterr().out)
+    ref = dm.mgd(dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=4), 0.05, 0.5, steps=100,
+                 record=dm.Record(every=50))
+    assert out["trajectory"]["step"] == [0, 50, 100]
+    assert np.array_equal(np.array(out["trajectory"]["theta"]), ref.trajectory.theta)
+
+
+def test_theory_notes_are_one_line_each(capsys):
+    """The API's warning that a run has not converged reached the terminal as a RuntimeWarning with a file path and
+    its source line."""
+    assert main(["run", "--gamma", "0.05", "--beta", "0.8", "--steps", "2000", "--theory"] + SMALL) == 0
+    err = capsys.readouterr().err
+    assert "RuntimeWarning" not in err and ".py:" not in err
+    assert err.startswith("dlnm run: note: the theorems describe the limit") and err.count("\n") == 1

@@ -294,12 +294,16 @@ def test_steps_accepts_integral_floats_and_zero(problem):
     assert res0.steps_done == 0 and np.array_equal(res0.theta, np.zeros(problem.d))
 
 
-def test_alpha_ignored_when_u0_given(problem):
+def test_u0_replaces_the_default_alpha_and_an_alpha_beside_it_is_refused(problem):
+    """u0 replaces the default u0 = alpha * 1; an alpha given beside it was ignored (-1.0 ran), and is refused."""
     u0 = np.linspace(0.01, 0.02, problem.d)
     v0 = np.linspace(-0.005, 0.005, problem.d)
-    res = dm.mgd(problem, 0.01, 0.5, steps=2000, u0=u0, v0=v0, alpha=-1.0)
+    res = dm.mgd(problem, 0.01, 0.5, steps=2000, u0=u0, v0=v0)
     wp, wm, _ = _reference(problem, 0.01, 0.5, 2000, u0=u0, v0=v0)
     assert rel(res.u, (wp[-1] + wm[-1]) / 2) < 1e-12
+    for alpha in (-1.0, 0.5):
+        with pytest.raises(ValueError, match="alpha"):
+            dm.mgd(problem, 0.01, 0.5, steps=10, u0=u0, v0=v0, alpha=alpha)
 
 
 def test_problem_validation_and_generator():

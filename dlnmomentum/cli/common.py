@@ -1,8 +1,10 @@
 """What every ``dlnm`` command shares: problem and record options, exit codes, result output."""
 
 import argparse
+import decimal
 import math
 import sys
+import warnings
 
 from ..problem import sparse_regression
 from ..record import Record
@@ -83,11 +85,21 @@ def problem_from_args(args):
 
 
 def parse_int(text):
-    """Integers written as 1e6 or 1_000_000 are accepted."""
-    value = float(text)
-    if not value.is_integer():
+    """Integers written as 1e6 or 1_000_000 are accepted, read exactly as written (as decimals: through a float,
+    9007199254740993 would become 9007199254740992)."""
+    try:
+        value = decimal.Decimal(text.strip())
+    except decimal.InvalidOperation:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not value.is_finite() or value != value.to_integral_value():
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
     return int(value)
+
+
+def add_checkpoint_argument(parser):
+    """``--checkpoint-every S`` of the commands that write a run store (run, flow, resume)."""
+    parser.add_argument("--checkpoint-every", type=float, default=60.0,
+                        help="seconds between checkpoints of the stored run (default 60)")
 
 
 def grid_option(option):
@@ -159,17 +171,23 @@ def print_result(result, args, problem=None, theorem=None):
     """
     theory = {}
     if theorem is not None and getattr(args, "theory", False):
-        try:
-            theory = {"prediction_gap": result.prediction_gap, "normalized_distance": result.normalized_distance,
-                      "predicted_theta": result.predicted_theta}
-        except ValueError as exc:  # no limit to predict (a diverged run, ...): said, not a failed command
-            theory = {"prediction_gap": math.nan, "normalized_distance": math.nan, "theory_reason": str(exc)}
+        with warnings.catch_warnings(record=True) as caught:  # (the API's warnings: a line each, not a source line)
+            warnings.simplefilter("always")
+            try:
+                theory = {"prediction_gap": result.prediction_gap, "normalized_distance": result.normalized_distance,
+                          "predicted_theta": result.predicted_theta}
+            except ValueError as exc:  # no limit to predict (a diverged run, ...): said, not a failed command
+                theory = {"prediction_gap": math.nan, "normalized_distance": math.nan, "theory_reason": str(exc)}
+        for note in dict.fromkeys(str(w.message) for w in caught):
+            print(f"dlnm {args.command}: note: {note}", file=sys.stderr)
     if args.json:
         out = to_jsonable(result.to_dict())
         out["status_name"] = result.status_name
         out["message"] = result.message
         if theory:
             out.update(to_jsonable(dict(theory, theorem=theorem)))
+        if getattr(result, "trajectory", None) is not None:  # --record-*: the rows, field by field
+            out["trajectory"] = to_jsonable(result.trajectory.fields())
         # non-finite values (a diverged run) become null: name the fields that held them
         out["non_finite"] = sorted(k for k, v in out.items() if _non_finite(v))
         print_json(out)

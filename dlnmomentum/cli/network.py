@@ -2,6 +2,7 @@
 (β, γ) sweep, optionally stored and resumed."""
 
 import argparse
+import inspect
 import os
 import sys
 
@@ -27,18 +28,36 @@ from .common import (
 )
 
 ARCHITECTURES = ("teacher-student", "deep-linear")
+#: dm.teacher_student's defaults of the choices the paper leaves open (the problem of dlnmomentum 0.6).
+TEACHER_STUDENT_DEFAULTS = {name: inspect.signature(teacher_student).parameters[name].default
+                            for name in ("init_scale", "hidden_bias", "output_bias")}
 
 
 def _spec(args):
     """The generator arguments of ``args`` (a sweep spec without the seed)."""
     if args.architecture == "teacher-student":
-        return {"generator": "teacher_student", "n": args.n if args.n is not None else 15,
+        spec = {"generator": "teacher_student", "n": args.n if args.n is not None else 15,
                 "d": args.d if args.d is not None else 2, "teacher_width": args.teacher_width,
                 "student_width": args.student_width, "n_test": args.n_test}
+        return _with_choices(spec, {"init_scale": args.init_scale, "hidden_bias": not args.no_hidden_bias,
+                                    "output_bias": args.output_bias})
+    given = [option for option, v in (("--init-scale", args.init_scale != TEACHER_STUDENT_DEFAULTS["init_scale"]),
+                                      ("--no-hidden-bias", args.no_hidden_bias), ("--output-bias", args.output_bias))
+             if v]
+    if given:
+        raise ValueError(f"{given[0]} is an option of teacher-student networks, not of deep-linear ones")
     widths = args.widths or [30, 60, 120, 60, 1]
     return {"generator": "deep_linear", "widths": widths, "init_std": args.init_std,
             "n": args.n if args.n is not None else 20, "d": args.d if args.d is not None else widths[0],
             "s": args.s, "mu": args.mu, "sigma": args.sigma, "n_test": args.n_test}
+
+
+def _with_choices(spec, choices):
+    """``spec`` with the choices of dm.teacher_student the paper leaves open, each only where it differs from the
+    function's default (so a store written before these options existed compares equal on ``--resume``)."""
+    out = {k: v for k, v in spec.items() if k not in TEACHER_STUDENT_DEFAULTS}
+    out.update({k: v for k, v in choices.items() if v != TEACHER_STUDENT_DEFAULTS[k]})
+    return out
 
 
 def _problem(args):
@@ -87,7 +106,12 @@ def _cmd_network(args):
 DEFINING = {"gammas": "--gammas", "betas": "--betas", "steps": "--steps", "reps": "--reps", "tol": "--tol",
             "batch_size": "--batch-size", "replace": "--replace", "data_seed": "--data-seed", "n": "--n", "d": "--d",
             "teacher_width": "--teacher-width", "student_width": "--student-width", "widths": "--widths",
-            "init_std": "--init-std", "s": "--s", "mu": "--mu", "sigma": "--sigma", "n_test": "--n-test"}
+            "init_std": "--init-std", "s": "--s", "mu": "--mu", "sigma": "--sigma", "n_test": "--n-test",
+            "init_scale": "--init-scale", "no_hidden_bias": "--no-hidden-bias", "output_bias": "--output-bias"}
+#: The options of the teacher-student choices: destination -> (spec key, value of the option).
+_CHOICES = {"init_scale": ("init_scale", lambda a: a.init_scale),
+            "no_hidden_bias": ("hidden_bias", lambda a: not a.no_hidden_bias),
+            "output_bias": ("output_bias", lambda a: a.output_bias)}
 _SWEEP_ARGUMENTS = ("gammas", "betas", "steps", "reps", "tol", "batch_size", "replace")
 
 
@@ -114,7 +138,11 @@ def _refuse_other_arguments(args, path):
             raise ValueError(f"--store {path} holds a sweep of a given network problem, which "
                              f"{', '.join(DEFINING[d] for d in data)} cannot describe; {how}")
     else:
-        spec = dict(spec, **{d: getattr(args, d) for d in data if d in _spec(args)})  # options of its architecture
+        spec = dict(spec, **{d: getattr(args, d) for d in data if d in _spec(args) and d not in _CHOICES})
+        if spec["generator"] == "teacher_student":  # the choices given, over the stored ones or the defaults
+            choices = {key: spec.get(key, TEACHER_STUDENT_DEFAULTS[key]) for key in TEACHER_STUDENT_DEFAULTS}
+            choices.update({_CHOICES[d][0]: _CHOICES[d][1](args) for d in data if d in _CHOICES})
+            spec = _with_choices(spec, choices)
     kw = {k: stored[k] for k in _SWEEP_ARGUMENTS}
     kw.update({d: getattr(args, d) for d in given if d in _SWEEP_ARGUMENTS})
     seed = args.data_seed if "data_seed" in given else stored["seed"]
@@ -157,8 +185,9 @@ def register(subparsers):
         "network", help="MGD/SMGD on a teacher-student ReLU or deep linear network (one run or a sweep)",
         description="Heavy-ball MGD/SMGD on the paper's small networks (Figures 2 and 6): one run (--gamma, --beta) "
                     "or a (beta, gamma) grid (--gammas, --betas; rep r uses data seed --data-seed + r), optionally "
-                    "streamed to a resumable HDF5 store. Example: dlnm network teacher-student --gammas "
-                    "1e-2:3e-1:20:log --betas 0:0.9:20 --steps 2e5 --tol 1e-5 --store ts.h5")
+                    "streamed to a resumable HDF5 store. Example (the problem of dlnm figure teacher-student): "
+                    "dlnm network teacher-student --init-scale 0.5 --gammas 1e-2:3e-1:20:log --betas 0:0.9:20 "
+                    "--steps 1e6 --tol 1e-5 --store ts.h5")
     p.add_argument("architecture", choices=ARCHITECTURES)
     p.add_argument("--gamma", type=float, default=None, help="step size of one run")
     p.add_argument("--beta", type=float, default=None, help="momentum of one run, in [0, 1)")
@@ -183,6 +212,11 @@ def register(subparsers):
     g.add_argument("--d", type=int, default=None, help="input dimension (2 teacher-student, widths[0] deep linear)")
     g.add_argument("--teacher-width", type=int, default=5, help="teacher hidden units (default 5)")
     g.add_argument("--student-width", type=int, default=20, help="student hidden units (default 20)")
+    g.add_argument("--init-scale", type=float, default=TEACHER_STUDENT_DEFAULTS["init_scale"],
+                   help="teacher-student: the student's initial scale (default 1, the problem of dlnmomentum 0.6; "
+                        "dlnm figure teacher-student uses 0.5, on which every point of its grid interpolates)")
+    g.add_argument("--no-hidden-bias", action="store_true", help="teacher-student: no hidden-layer biases")
+    g.add_argument("--output-bias", action="store_true", help="teacher-student: an output bias")
     g.add_argument("--widths", type=_widths, default=None,
                    help="deep linear layer widths, comma separated (default 30,60,120,60,1)")
     g.add_argument("--init-std", type=float, default=0.1, help="deep linear initialisation std (default 0.1)")

@@ -2,6 +2,7 @@
 
 from ..api import mgd
 from .common import (
+    add_checkpoint_argument,
     add_problem_arguments,
     add_record_arguments,
     parse_int,
@@ -38,7 +39,7 @@ def register(subparsers):
     add_record_arguments(run, parse_int, "record every K steps (K >= 1)")
     run.add_argument("--store", default=None, help="stream the run to this HDF5 file")
     run.add_argument("--overwrite", action="store_true", help="replace an existing --store file")
-    run.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints")
+    add_checkpoint_argument(run)
     run.add_argument("--theory", action="store_true", help="also print Theorem 2's prediction gap")
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -12,7 +12,7 @@ from ..store.read import DAMAGED, inspect_json, inspect_lines
 from ..sweeps.execute import inspect_lines as sweep_inspect_lines
 from ..sweeps.execute import open_sweep, store_format
 from ..sweeps.result import summary_dict
-from .common import EXIT_ERROR, EXIT_OK, print_json, print_result, progress_wanted
+from .common import EXIT_ERROR, EXIT_OK, add_checkpoint_argument, print_json, print_result, progress_wanted
 
 
 def _sweep_json(path):
@@ -80,8 +80,7 @@ def register(subparsers):
                               description="Continue a stored run from its last checkpoint (bitwise "
                               "identical to an uninterrupted run) and print its summary.")
     r.add_argument("path", help="the .h5 store")
-    r.add_argument("--checkpoint-every", type=float, default=60.0,
-                   help="seconds between checkpoints (default 60)")
+    add_checkpoint_argument(r)
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.set_defaults(func=_cmd_resume)

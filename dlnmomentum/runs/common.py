@@ -4,6 +4,7 @@
 import numpy as np
 
 from ..kernels import layout as KL
+from ..kernels.config import OVERFLOW
 from ..problem import Problem
 from ..progress import FLOPS_PER_SECOND
 from ..progress import resolve as resolve_progress
@@ -53,23 +54,37 @@ def gradient_cost(mode, n, d, batch_size=None):
     return 2 * (batch_size or 1) * d
 
 
-#: Initial weights are at most this in magnitude: the kernels square them (w², θ = u·v, Δ = |u² - v²|), and
-#: squares of up to 4e300 stay finite. The default initialisation ``u0 = α`` also needs α² (the
-#: balancedness Δ0) to be a normal float64, hence α >= 1/WEIGHT_LIMIT.
-WEIGHT_LIMIT = 1e150
+#: Initial weights are below this in magnitude: the kernels' divergence bound (an iterate that reaches it has
+#: diverged), since they square the weights (w², θ = u·v, Δ = |u² - v²|) and squares below 1e300 stay finite. The
+#: default initialisation ``u0 = α`` also needs α² (the balancedness Δ0) to be a normal float64, hence
+#: α >= 1/WEIGHT_LIMIT.
+WEIGHT_LIMIT = OVERFLOW
+
+
+#: The initial scale of every user function's signature (``alpha=0.01``: the paper's).
+DEFAULT_ALPHA = 0.01
 
 
 def initial_weights(d, alpha, u0, v0):
-    """(u0, v0) as validated float arrays; default ``u0 = α·1``, ``v0 = 0``."""
+    """(u0, v0) as validated float arrays; default ``u0 = α·1``, ``v0 = 0``. An ``alpha`` other than the default
+    beside a given ``u0`` is refused (it would be ignored)."""
+    alpha = as_float("alpha", alpha, low=1.0 / WEIGHT_LIMIT, high=WEIGHT_LIMIT, high_open=True)
     if u0 is None:
-        alpha = as_float("alpha", alpha, low=1.0 / WEIGHT_LIMIT, high=WEIGHT_LIMIT)
         u0 = np.full(d, alpha)
     else:
+        if alpha != DEFAULT_ALPHA:
+            raise ValueError(f"alpha sets the default u0 = alpha * 1: give alpha ({alpha!r}) or u0, not both")
         u0 = _weights("u0", u0, d)
     v0 = np.zeros(d) if v0 is None else _weights("v0", v0, d)
     delta0 = np.abs(u0 * u0 - v0 * v0)
     if not np.all(delta0 > 0):
         bad = np.flatnonzero(~(delta0 > 0))[:5].tolist()
+        underflow = [i for i in bad if abs(u0[i]) != abs(v0[i])]
+        if underflow:
+            raise ValueError(f"u0 and v0 are too small: the balancedness Delta0 = |u0^2 - v0^2| underflows to 0 in "
+                             f"float64 at coordinates {underflow} (u0 = {float(u0[underflow[0]])!r}, v0 = "
+                             f"{float(v0[underflow[0]])!r}); it must be a positive float64, which needs the larger "
+                             f"of |u0_i|, |v0_i| above about 1e-162")
         raise ValueError(f"u0 and v0 must satisfy |u0_i| != |v0_i| for every i (balancedness "
                          f"Delta0 = |u0^2 - v0^2| must be > 0), violated at coordinates {bad}")
     return u0, v0
@@ -77,9 +92,9 @@ def initial_weights(d, alpha, u0, v0):
 
 def _weights(name, value, d):
     w = as_array(name, value, ndim=1, shape=(d,))
-    if np.any(np.abs(w) > WEIGHT_LIMIT):
-        i = int(np.flatnonzero(np.abs(w) > WEIGHT_LIMIT)[0])
-        raise ValueError(f"{name} must have entries in [-{WEIGHT_LIMIT:g}, {WEIGHT_LIMIT:g}] (their squares must "
+    if np.any(np.abs(w) >= WEIGHT_LIMIT):  # (the kernels count |w| >= OVERFLOW = WEIGHT_LIMIT as diverged)
+        i = int(np.flatnonzero(np.abs(w) >= WEIGHT_LIMIT)[0])
+        raise ValueError(f"{name} must have entries in (-{WEIGHT_LIMIT:g}, {WEIGHT_LIMIT:g}) (their squares must "
                          f"stay finite), got {float(w[i])!r} at coordinate {i}")
     return w
 

@@ -57,7 +57,7 @@ import numpy as np
 from ..driver import RunStateMixin, chunk_steps_for
 from ..kernels import flow as K
 from ..kernels import flow_run as KR
-from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
+from ..results import ResultMixin, Trajectory, new_record_block, norm2, readonly, trajectory_from_blocks
 from ..status import DIVERGED, Status
 from ..validate import MAX_STEPS, as_array, as_float, as_int, check_data_scale
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
@@ -241,10 +241,10 @@ class FlowResult(ResultMixin):
             f"train loss    : {self.train_loss:.6e}",
             f"test loss     : {self.test_loss:.6e}",
             f"l1 norm       : {self.l1_norm:.6g}",
-            f"|Delta_0|     : {np.linalg.norm(self.delta0):.6e}",
-            f"|Delta_inf|   : {np.linalg.norm(self.delta_inf):.6e}   (Cor. 2: "
-            f"{np.linalg.norm(self.delta_inf_cor):.6e}, small-lambda: "
-            f"{np.linalg.norm(self.delta_inf_small_lam):.6e})",
+            f"|Delta_0|     : {norm2(self.delta0):.6e}",
+            f"|Delta_inf|   : {norm2(self.delta_inf):.6e}   (Cor. 2: "
+            f"{norm2(self.delta_inf_cor):.6e}, small-lambda: "
+            f"{norm2(self.delta_inf_small_lam):.6e})",
             f"I+ (mean)     : {self.i_plus.mean():.6e}   I- (mean): {self.i_minus.mean():.6e}   "
             f"gap alpha/Cor. 2: {self.i_gap:.2e}",
             f"|theta0~|max  : {np.abs(self.theta0_tilde).max():.3e}",
@@ -504,13 +504,13 @@ def make_config(problem, lam, t_max, h, u0, v0, tol=None, gradient="auto", refin
             raise ValueError(f"h must be in (0, {h_max:.6g}] for MGF(lambda={lam:g}) with scheme 'exp-rk4' on this "
                              f"problem: h = {h!r} is outside the stability region of the exponential RK4 scheme "
                              f"(stiffness estimate kappa = {kappa:.4g}; gradient time scale 1/kappa and oscillatory "
-                             "modes sqrt(kappa/lambda)); see dlnmomentum.flow.max_stable_step")
+                             "modes sqrt(kappa/lambda)); see dlnmomentum.runs.stepping.max_stable_step")
         if h > h_max:
             what = "gradient flow" if lam == 0.0 else f"MGF(lambda={lam:g})"
             raise ValueError(f"h must be in (0, {h_max:.6g}] for {what} on this problem: h = {h!r} is "
                              f"outside the RK4 stability region (stiffness estimate kappa = {kappa:.4g}; "
                              "fast mode -1/lambda, oscillatory modes sqrt(kappa/lambda)); see "
-                             "dlnmomentum.flow.max_stable_step")
+                             "dlnmomentum.runs.stepping.max_stable_step")
     check_grid(t_max, h, lam, kappa, h_max, user_h, scheme)
     n_steps, h = uniform_grid(t_max, h)
     start_steps, substeps = start_refinement(refine_start, problem, lam, u0, v0, t_max, h)

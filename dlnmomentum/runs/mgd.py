@@ -19,7 +19,7 @@ from ..kernels import layout as KL
 from ..kernels import mgd as K
 from ..kernels.rng import _fill_batches, _seed_state
 from ..problem import Problem
-from ..results import ResultMixin, Trajectory, new_record_block, readonly, trajectory_from_blocks
+from ..results import ResultMixin, Trajectory, new_record_block, norm2, readonly, trajectory_from_blocks
 from ..status import Status
 from ..validate import MAX_STEPS, as_bool, as_float, as_int, check_data_scale
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
@@ -115,8 +115,8 @@ class MGDResult(ResultMixin):
             f"train loss   : {self.train_loss:.6e}",
             f"test loss    : {self.test_loss:.6e}",
             f"l1 norm      : {self.l1_norm:.6g}",
-            f"|Delta_0|    : {np.linalg.norm(self.delta0):.6e}",
-            f"|Delta_inf|  : {np.linalg.norm(self.delta_inf):.6e}   min_k min_i Delta: {self.min_delta.min():.3e}",
+            f"|Delta_0|    : {norm2(self.delta0):.6e}",
+            f"|Delta_inf|  : {norm2(self.delta_inf):.6e}   min_k min_i Delta: {self.min_delta.min():.3e}",
             f"S+ (mean)    : {self.s_plus.mean():.6e}   S- (mean): {self.s_minus.mean():.6e}",
             f"|theta0~|max : {np.abs(self.theta0_tilde).max():.3e}",
             f"sign changes : w+ {int(self.crossings_plus.sum())}, w- {int(self.crossings_minus.sum())}"
@@ -124,7 +124,23 @@ class MGDResult(ResultMixin):
         ]
         if self.trajectory is not None:
             lines.append(f"recorded     : {len(self.trajectory)} rows")
+        lines += self._why_not_finite()
         return "\n".join(lines)
+
+    def _why_not_finite(self):
+        """Lines that say why a value of a run that did not diverge is not finite (never a silent NaN or inf)."""
+        if self.status == Status.DIVERGED:  # (its status says why)
+            return []
+        out = []
+        if np.isinf(self.train_loss) or np.isinf(self.test_loss):  # (no test set: a NaN test loss, as documented)
+            out.append(f"note         : a loss overflows float64 at this theta (max |theta| = "
+                       f"{np.abs(self.theta).max():.3e}, max |w| = "
+                       f"{max(np.abs(self.w_plus).max(), np.abs(self.w_minus).max()):.3e}): the run is diverging")
+        undefined = np.flatnonzero(np.isnan(self.s_plus) | np.isnan(self.s_minus))
+        if undefined.size:
+            out.append(f"note         : S+-, theta0~ undefined at coordinates {undefined[:5].tolist()}: an iterate of "
+                       "w+ or w- was exactly 0 (Lemma 4's sums divide by w)")
+        return out
 
 
 def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, seed=0, tol=None,
@@ -139,9 +155,15 @@ def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, see
             batch_size = None  # every sample in every batch: full-batch MGD
     if not isinstance(replace, (bool, np.bool_)):
         raise TypeError(f"replace must be a bool, got {replace!r}")
+    if replace and batch_size is None:
+        raise ValueError("replace=True draws SMGD batches with replacement: it needs a batch_size (without one the "
+                         "run is full-batch MGD)")
     seed = as_int("seed", seed, low=0, high=2**63 - 1)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     check_gradient_form(gradient)
+    if batch_size is not None and gradient != "auto":
+        raise ValueError(f"gradient={gradient!r} chooses the form of the full-batch gradient; an SMGD run "
+                         f"(batch_size={batch_size}) computes each batch's from its samples: leave gradient='auto'")
     check_data_scale(problem)  # X * 1e200: refused by name, as flows do, not a run that "diverges"
     return MGDConfig(gamma, beta, steps, batch_size, bool(replace), seed, tol, gradient)
 
@@ -305,6 +327,22 @@ def batch_indices(n, batch_size, steps, *, seed=0, replace=False):
 
     Draws from the same explicit random state as the kernel, for checking
     against independent implementations.
+
+    Parameters
+    ----------
+    n : int
+        Samples of the problem (>= 1).
+    batch_size : int
+        Samples per step, in [1, n].
+    steps : int
+        Steps (rows), >= 0.
+    seed : int
+        The run's batch seed, in [0, 2**63 - 1].
+    replace : bool
+        Draw each batch with replacement (``smgd(..., replace=True)``); otherwise ``batch_size`` distinct
+        samples, uniformly. A run with ``batch_size = n`` and ``replace=False`` takes every sample at every step:
+        it is full-batch MGD (the gradient summed in index order, bit for bit ``mgd``), so it draws none of these
+        permutations.
     """
     n = as_int("n", n, low=1)
     batch_size = as_int("batch_size", batch_size, low=1, high=n)

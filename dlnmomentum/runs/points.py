@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from ..kernels import layout as KL
+from ..results import norm2
 from ..status import Status
 from .mgd import derived_fields
 
@@ -174,8 +175,7 @@ def mgd_point(problem, beta, fstate, istate, status, steps_done, w_plus0, w_minu
     f = derived_fields(fstate, istate, beta, w_plus0, w_minus0)
     theta = f["theta"]
     train_loss = problem.train_loss(theta)
-    with np.errstate(over="ignore", invalid="ignore"):  # a diverged point may be huge
-        delta_norm = float(np.linalg.norm(f["delta_inf"]))
+    delta_norm = norm2(f["delta_inf"])  # (a diverged point may be huge)
     out = {"test_loss": problem.test_loss(theta), "train_loss": train_loss,
            "delta_inf_norm": delta_norm, "l1_norm": float(np.abs(theta).sum()),
            "crossed": int(f["crossed"]), "status": int(status), "steps_done": int(steps_done),
@@ -195,7 +195,7 @@ def mgd_point(problem, beta, fstate, istate, status, steps_done, w_plus0, w_minu
 def flow_point(result, problem, theory, theory_tol):
     """The fields of one flow point from its :class:`~dlnmomentum.runs.flow.FlowResult`."""
     out = {"test_loss": result.test_loss, "train_loss": result.train_loss,
-           "delta_inf_norm": float(np.linalg.norm(result.delta_inf)), "l1_norm": result.l1_norm,
+           "delta_inf_norm": norm2(result.delta_inf), "l1_norm": result.l1_norm,
            "crossed": int(result.crossed), "status": int(result.status), "steps_done": int(result.steps_done),
            "sign_changes": int(result.n_crossings),
            "s_plus": np.asarray(result.i_plus), "s_minus": np.asarray(result.i_minus),

@@ -128,6 +128,23 @@ CASES = {
                           TypeError, r"replace must be True or False, got 'no'"),
     "mgd overwrite str": (lambda P: dm.mgd(P, 0.01, 0.5, steps=10, store="x.h5", overwrite="yes"), TypeError,
                           r"overwrite must be True or False, got 'yes'"),
+    # the kernels count |w| >= 1e150 as diverged: such a start was accepted and "diverged" after 0 steps
+    "alpha at the divergence bound": (lambda P: dm.mgd(P, 1e-300, 0.0, steps=10, alpha=1e150), ValueError,
+                                      r"alpha must be in \[1e-150, 1e\+150\), got 1e\+150"),
+    "u0 at the divergence bound": (lambda P: dm.mgf(P, 0.5, t_max=1, u0=np.full(P.d, 1e150)), ValueError,
+                                   r"u0 must have entries in \(-1e\+150, 1e\+150\)"),
+    # ignored before
+    "alpha beside u0": (lambda P: dm.mgd(P, 0.01, 0.5, steps=10, alpha=0.5, u0=np.full(P.d, 0.1)), ValueError,
+                        r"alpha sets the default u0 = alpha \* 1: give alpha \(0.5\) or u0, not both"),
+    "negative alpha beside u0": (lambda P: dm.gf(P, t_max=1, alpha=-5, u0=np.full(P.d, 0.1)), ValueError,
+                                 r"alpha must be in \[1e-150, 1e\+150\), got -5"),
+    "replace without a batch": (lambda P: dm.mgd(P, 0.01, 0.5, steps=10, replace=True), ValueError,
+                                r"replace=True draws SMGD batches with replacement: it needs a batch_size"),
+    "gradient form of SMGD": (lambda P: dm.mgd(P, 0.01, 0.5, steps=10, batch_size=2, gradient="hessian"),
+                              ValueError, r"gradient='hessian' chooses the form of the full-batch gradient"),
+    # said "|u0_i| != |v0_i| violated" where u0 = 1e-200, v0 = 0
+    "u0 too small": (lambda P: dm.mgd(P, 0.01, 0.5, steps=10, u0=np.full(P.d, 1e-200)), ValueError,
+                     r"u0 and v0 are too small: the balancedness Delta0 = \|u0\^2 - v0\^2\| underflows to 0"),
 }
 
 
@@ -217,3 +234,43 @@ def test_batch_indices_takes_replace_as_a_bool_only():
     with pytest.raises(TypeError, match="replace must be True or False, got 'no'"):
         dm.batch_indices(5, 2, 3, replace="no")
     assert dm.batch_indices(5, 2, 3, replace=False).shape == (3, 2)
+
+
+def test_integer_options_are_read_exactly():
+    """``--steps 9007199254740993`` ran 9007199254740992 steps (read through a float): digits and exponents are read
+    as the decimals they are."""
+    import argparse
+
+    from dlnmomentum.cli.common import parse_int
+
+    assert parse_int("9007199254740993") == 9007199254740993
+    assert parse_int("9.007199254740993e15") == 9007199254740993
+    assert parse_int("1e6") == 1_000_000 and parse_int("1_000") == 1000 and parse_int("-3") == -3
+    for bad in ("1e-3", "inf", "nan", "3x"):
+        with pytest.raises(argparse.ArgumentTypeError, match="expected an integer"):
+            parse_int(bad)
+    with pytest.raises(argparse.ArgumentTypeError, match="expected an integer"):
+        parse_int("2.5")
+
+
+@pytest.mark.parametrize("n_steps", [2**53 + 3, 2**62 - 1, 123456789012345679])
+def test_a_log_schedule_stays_within_the_budget(n_steps):
+    """geomspace's float end rounded past budgets above 2**53: the schedule held n_steps + 1."""
+    steps = dm.Record(log=5).step_schedule(n_steps)
+    assert steps[-1] == n_steps and steps.max() == n_steps and np.all(np.diff(steps) > 0)
+
+
+def test_values_that_cannot_be_computed_say_why(capsys):
+    """A loss that overflows at the end of a run that has not (yet) diverged, and S± where an iterate landed exactly
+    on 0: the summary says why; the prediction names the cause (it said "theta0_tilde must not be NaN")."""
+    far = dm.mgd(dm.sparse_regression(seed=0), 5.0, 0.5, steps=6)
+    assert far.status_name == "max_steps" and np.isinf(far.train_loss)
+    assert "a loss overflows float64 at this theta" in far.summary()
+    zero = dm.mgd(dm.Problem([[1.0, 0.5]], [1.0]), 1.0, 0.3, steps=1000, alpha=0.1, tol=1e-20)
+    assert zero.status_name == "converged" and np.isnan(zero.s_minus[0]) and zero.min_delta[0] == 0.0
+    assert "undefined at coordinates [0]: an iterate of w+ or w- was exactly 0" in zero.summary()
+    with pytest.raises(ValueError, match=r"theta0_tilde is undefined at coordinates \[0\].*exactly 0"):
+        zero.prediction_gap
+    diverged = dm.mgd(dm.sparse_regression(seed=0), 0.4814, 0.0, steps=100_000)
+    assert diverged.status_name == "diverged" and np.all(np.isfinite(diverged.delta_inf))
+    assert "|Delta_inf|  : inf" not in diverged.summary()  # (np.linalg.norm overflowed; the entries are finite)
