@@ -29,13 +29,16 @@ from .sweeps.networks import is_network_sweep, resume_networks_sweep
 from .sweeps.networks import networks_sweep as _networks_sweep
 from .sweeps.plan import Plan, config_differences
 from .sweeps.plan import make_config as make_sweep_config
-from .validate import as_bool, as_int
+from .validate import as_bool, as_float, as_int, check_log
 
 __all__ = ["gf", "mgd", "mgf", "mgf_from_mgd", "networks_sweep", "resume_sweep", "sweep"]
 
 
 def _execute(run, progress, store, overwrite, checkpoint_every):
     """Drive ``run`` in memory, or through a store when ``store`` is given; returns its result."""
+    # (checked with or without a store: a nonsense value is refused, not ignored because no store was given)
+    as_float("checkpoint_every", checkpoint_every, low=0.0)
+    as_bool("overwrite", overwrite)
     progress = auto_progress(progress, work_flops(run))
     if store is not None:
         return run_with_store(run, store, overwrite=overwrite, checkpoint_every=checkpoint_every,
@@ -330,6 +333,7 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
                               tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
                               overwrite=overwrite, wave_size=wave_size, log=log, progress=progress)
     check_progress(progress)  # before any work
+    check_log(log)
     config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
                                         seed, tol, alpha, replace, gradient, theory, theory_tol, scheme,
                                         pairs=pairs)
@@ -380,6 +384,7 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
     Dask cluster, than it started on.
     """
     check_progress(progress)
+    check_log(log)
     path = real_path(store_path(path))  # through a symlink: the file it leads to is locked and written
     if not os.path.exists(path):
         raise FileNotFoundError(f"sweep store {path} does not exist")

@@ -1,5 +1,6 @@
 """Regression problems: the paper's sparse teacher and user data."""
 
+import numbers
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ class Problem:
         if not isinstance(self.params, Mapping) or not all(isinstance(k, str) for k in self.params):
             raise TypeError(f"params must be a dict with str keys (generator parameters, stored as JSON), got "
                             f"{type(self.params).__name__}")
+        _check_storable("params", self.params)
         object.__setattr__(self, "params", dict(self.params))
         if d <= n:
             warnings.warn(f"d = {d} <= n = {n}: the network is not overparametrised; the paper's "
@@ -142,6 +144,27 @@ class Problem:
 
     def __repr__(self):
         return self.summary()
+
+
+def _check_storable(name, value):
+    """``value`` is what stores keep as JSON: None, bools, numbers, strings, lists/tuples/arrays of them, dicts with
+    str keys (a store of a problem with other params failed at creation, reported as an interruption)."""
+    if value is None or isinstance(value, (bool, np.bool_, numbers.Real, str)):
+        return
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{name} must have str keys (it is stored as JSON), got the key {k!r}")
+            _check_storable(f"{name}[{k!r}]", v)
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_storable(f"{name}[{i}]", v)
+        return
+    raise TypeError(f"{name} must be JSON data (None, bools, numbers, strings, lists and dicts of them, numeric "
+                    f"arrays): stores keep it as JSON; got {type(value).__name__}")
 
 
 def sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=1000, seed=0):

@@ -107,10 +107,11 @@ class Record:
         else:
             if h is None:
                 raise ValueError("times= is for flows; use steps= for discrete runs")
-            out = np.round(np.asarray(self.times) / h).astype(np.int64)
+            out = np.round(np.asarray(self.times) / h)  # (compared as floats: 1e20 / h wraps around in int64)
             if out.size and out.max() > n_steps:
                 raise ValueError(f"times must be in [0, t_max = {n_steps * h:.17g}] (rounded to the grid step h = "
                                  f"{h:.6g}), got {max(self.times)!r}")
+            out = out.astype(np.int64)
         return _sorted_unique(np.concatenate([[0], out, [n_steps]]).astype(np.int64))
 
     def time_schedule(self, t_max):

@@ -19,6 +19,11 @@ from .status import Status
 PREDICTION_TRAIN_LOSS = 1e-8
 
 
+def test_loss_text(value):
+    """A summary's test loss: ``nan`` is said to be the absent test set (the one way it is NaN)."""
+    return "nan (no test set)" if np.isnan(value) else f"{value:.6e}"
+
+
 def norm2(x):
     """‖x‖₂ as ``np.linalg.norm`` computes it where the sum of squares is finite, else scaled by max|x| (a diverged
     run's Δ of 1e180 has a finite norm, which the plain sum of squares overflows to inf)."""

@@ -60,13 +60,31 @@ def as_int(name, value, *, low=None, high=None, allow_none=False):
     return v
 
 
+def _check_object_entries(raw):
+    """An object array holds Python/NumPy numbers only: None, numeric strings ('0.1'), Decimals and bools are not
+    cast (np.asarray(['0.1'], dtype=object).astype(float) would read the string)."""
+    if raw.dtype.kind == "O":
+        for x in raw.flat:
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+                raise TypeError(f"got {x!r} ({type(x).__name__})")
+
+
+def _refuse_masked(name, value):
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(f"{name} must be a plain array: the mask of a masked array would be dropped (pass "
+                        f"value.filled(...) or the unmasked entries)")
+
+
 def as_array(name, value, *, ndim, shape=None, finite=True):
-    """A C-contiguous float64 copy with the given number of dimensions (complex or bool input is refused)."""
+    """A C-contiguous float64 copy with the given number of dimensions (complex, bool, string and masked input is
+    refused, also as the entries of an object array)."""
+    _refuse_masked(name, value)
     try:
         raw = np.asarray(value)
         if raw.dtype.kind not in "iufO":
             got = {"b": "bool", "c": "complex", "U": "str", "S": "bytes"}.get(raw.dtype.kind, f"dtype {raw.dtype}")
             raise TypeError(f"got {got} input")
+        _check_object_entries(raw)
         arr = np.array(raw, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be a real array: {exc}") from None
@@ -94,6 +112,7 @@ def as_real_array(name, value, *, low=None, high=None, low_open=False, high_open
     ``name``, the allowed range and the first offending entry.  No copy is made when ``value`` already is a
     float64 array, so element-wise kernels on large arrays pay only for the range check.
     """
+    _refuse_masked(name, value)
     try:
         raw = np.asarray(value)
     except (TypeError, ValueError) as exc:          # e.g. ragged nested sequences
@@ -102,10 +121,10 @@ def as_real_array(name, value, *, low=None, high=None, low_open=False, high_open
     if raw.dtype.kind not in "iufO":
         got = {"b": "bool", "c": "complex", "U": "str", "S": "bytes"}.get(raw.dtype.kind, f"dtype {raw.dtype}")
         raise TypeError(f"{name} must be real-valued, got {got} input")
-    if raw.dtype.kind == "O":  # numbers only: None, numeric strings ('0.1') and bools are not cast
-        for x in raw.flat:
-            if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
-                raise TypeError(f"{name} must be real-valued, got {x!r} ({type(x).__name__})")
+    try:
+        _check_object_entries(raw)
+    except TypeError as exc:
+        raise TypeError(f"{name} must be real-valued, {exc}") from None
     try:
         arr = raw.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
@@ -159,6 +178,13 @@ def as_design(X, y):
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"y must have shape ({X.shape[0]},) to match X of shape {X.shape}, got {y.shape}")
     return np.ascontiguousarray(X), np.ascontiguousarray(y)
+
+
+def check_log(log):
+    """``log`` of the sweeps: None or a callable that takes a line of text (``print``); checked before any work."""
+    if log is not None and not callable(log):
+        raise TypeError(f"log must be None or a callable that takes a line of text (e.g. print), got {log!r}")
+    return log
 
 
 def as_bool(name, value):

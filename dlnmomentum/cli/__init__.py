@@ -50,6 +50,10 @@ def main(argv=None):
             BlockFailedError) as exc:  # OSError: StoreError, missing files
         print(f"dlnm: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except MemoryError:  # sizes this machine cannot hold (--n 1e12): said in a line, as bad input
+        print(f"dlnm {args.command}: error: not enough memory for these sizes (--n, --d, --n-test, widths, the "
+              "budget of a record): choose smaller ones", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -79,10 +79,37 @@ def _widths(text):
     return out
 
 
+#: Options that only one architecture reads: destination -> (option, its architecture).
+_ARCHITECTURE_OPTIONS = {"teacher_width": ("--teacher-width", "teacher-student"),
+                         "student_width": ("--student-width", "teacher-student"),
+                         "widths": ("--widths", "deep-linear"), "init_std": ("--init-std", "deep-linear"),
+                         "s": ("--s", "deep-linear"), "mu": ("--mu", "deep-linear"),
+                         "sigma": ("--sigma", "deep-linear")}
+#: Options of one run only, and of a sweep only: destination -> option.
+_RUN_OPTIONS = {"seed": "--seed", "record_log": "--record-log", "record_every": "--record-every"}
+_SWEEP_OPTIONS = {"reps": "--reps", "resume": "--resume", "log": "--log"}
+
+
+def _refuse_unread_options(args, sweep):
+    """Options given that this command would not read (another architecture's, a sweep's on one run and the other
+    way round) are refused by name, not ignored."""
+    given = getattr(args, "given", ())
+    for dest, (option, architecture) in _ARCHITECTURE_OPTIONS.items():
+        if dest in given and architecture != args.architecture:
+            raise ValueError(f"{option} is an option of {architecture} networks, not of {args.architecture} ones")
+    unread = _RUN_OPTIONS if sweep else _SWEEP_OPTIONS
+    named = [option for dest, option in unread.items() if dest in given]
+    if named:
+        what = "a sweep (--gammas, --betas)" if sweep else "one run (--gamma, --beta)"
+        raise ValueError(f"{', '.join(named)} {'is' if len(named) == 1 else 'are'} not read by {what}")
+
+
 def _cmd_network(args):
     if (args.gamma is not None or args.beta is not None) and (args.gammas is not None or args.betas is not None):
         raise ValueError("give --gamma and --beta (one run) or --gammas and --betas (a sweep), not both: "
                          "--gamma/--beta would be ignored by a sweep")
+    _refuse_unread_options(args, sweep=args.gammas is not None or args.betas is not None
+                           or (args.resume and args.gamma is None))
     if args.resume and args.store and os.path.exists(args.store):
         _refuse_other_arguments(args, args.store)
         return _finish_sweep(resume_sweep(args.store, log=_log(args)), args)

@@ -3,8 +3,7 @@
 import numpy as np
 
 from .. import theory
-from ..runs.common import WEIGHT_LIMIT
-from ..validate import as_float
+from ..runs.common import as_alpha
 from .common import add_problem_arguments, print_json, problem_from_args
 
 
@@ -23,7 +22,7 @@ def _cmd_theory(args):
     else:  # bound
         problem = problem_from_args(args)
         # the initial scale the runs accept (u0 = alpha, v0 = 0: Delta0 = alpha^2)
-        alpha = as_float("--alpha", args.alpha, low=1.0 / WEIGHT_LIMIT, high=WEIGHT_LIMIT)
+        alpha = as_alpha("--alpha", args.alpha)
         delta0 = np.full(problem.d, alpha * alpha)
         out = {"small_lambda_bound": theory.small_lambda_bound(problem.X, problem.y, delta0),
                "alpha": args.alpha, "n": problem.n, "d": problem.d}

@@ -31,7 +31,7 @@ import os
 import h5py
 
 from ..store.files import READ_ERRORS, StoreError, attr_str, open_h5, read_error, reading
-from ..validate import as_store_path
+from ..validate import as_bool, as_store_path
 from . import (
     common,
     crossings,
@@ -81,6 +81,8 @@ def compute_figure(name, size="quick", out="figures", overwrite=False, log=print
     """
     module = figure_module(name)
     common.check_size(size)
+    overwrite = as_bool("overwrite", overwrite)
+    _check_out(out)
     extra = _spec_kwargs(module, name, spec)
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, f"{name}.h5")
@@ -254,6 +256,9 @@ def figure(name, size="quick", out="figures", overwrite=False, log=print, spec=N
     without recomputing anything.
     """
     module = figure_module(name)
+    common.check_size(size)
+    overwrite = as_bool("overwrite", overwrite)
+    _check_out(out)
     _spec_kwargs(module, name, spec)  # (checked before anything is read or run)
     path = os.path.join(out, f"{name}.h5")
     if os.path.exists(path) and not overwrite:
@@ -275,4 +280,18 @@ def figure(name, size="quick", out="figures", overwrite=False, log=print, spec=N
 def reproduce(size="quick", out="figures", overwrite=False, log=print, names=None):
     """Every figure of :data:`FIGURES` (diagonal and small networks) at ``size`` (see :func:`figure`), or those
     in ``names``; returns ``{name: (store, images, summary)}``."""
-    return {name: figure(name, size, out, overwrite, log) for name in (names or FIGURES)}
+    if names is None:
+        names = list(FIGURES)
+    elif isinstance(names, str) or not all(isinstance(n, str) for n in names) or not len(names):
+        raise TypeError(f"names must be a non-empty list of figure names (None: every figure), got {names!r}")
+    for name in names:
+        figure_module(name)  # (every name checked before the first figure runs)
+    return {name: figure(name, size, out, overwrite, log) for name in names}
+
+
+def _check_out(out):
+    """``out`` is a folder path (created if missing): a str or path-like, not empty, not an existing file."""
+    if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
+        raise TypeError(f"out must be a folder path (str), got {out!r}")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"out must be a folder: {os.fspath(out)} is a file")

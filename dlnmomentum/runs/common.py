@@ -65,10 +65,16 @@ WEIGHT_LIMIT = OVERFLOW
 DEFAULT_ALPHA = 0.01
 
 
+def as_alpha(name, alpha):
+    """The initial scale α (u0 = α·1) in [1/WEIGHT_LIMIT, WEIGHT_LIMIT): α² a normal float64, α below the divergence
+    bound."""
+    return as_float(name, alpha, low=1.0 / WEIGHT_LIMIT, high=WEIGHT_LIMIT, high_open=True)
+
+
 def initial_weights(d, alpha, u0, v0):
     """(u0, v0) as validated float arrays; default ``u0 = α·1``, ``v0 = 0``. An ``alpha`` other than the default
     beside a given ``u0`` is refused (it would be ignored)."""
-    alpha = as_float("alpha", alpha, low=1.0 / WEIGHT_LIMIT, high=WEIGHT_LIMIT, high_open=True)
+    alpha = as_alpha("alpha", alpha)
     if u0 is None:
         u0 = np.full(d, alpha)
     else:

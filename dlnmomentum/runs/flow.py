@@ -57,9 +57,18 @@ import numpy as np
 from ..driver import RunStateMixin, chunk_steps_for
 from ..kernels import flow as K
 from ..kernels import flow_run as KR
-from ..results import ResultMixin, Trajectory, new_record_block, norm2, readonly, trajectory_from_blocks
+from ..kernels.flow_rodas import H_MIN_REL
+from ..results import (
+    ResultMixin,
+    Trajectory,
+    new_record_block,
+    norm2,
+    readonly,
+    test_loss_text,
+    trajectory_from_blocks,
+)
 from ..status import DIVERGED, Status
-from ..validate import MAX_STEPS, as_array, as_float, as_int, check_data_scale
+from ..validate import MAX_STEPS, as_array, as_float, as_int, as_real_array, check_data_scale
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
 from .stepping import (
     DEFAULT_MAX_CROSSINGS,
@@ -231,7 +240,8 @@ class FlowResult(ResultMixin):
                  c.start_substeps > 1 else "")
         if c.scheme == "rodas":
             grid = (f"adaptive, rtol={c.rtol:g} atol={c.atol:g}: {self.steps_done} steps accepted, "
-                    f"{self.rejected_steps} rejected, last h={self.h:.4g}")
+                    f"{self.rejected_steps} rejected, last h="
+                    + (f"{self.h:.4g}" if self.steps_done else "- (no step)"))
         else:
             grid = f"h={self.h:.4g} (stable up to {self.h_stable:.3g}){start}"
         lines = [
@@ -239,7 +249,7 @@ class FlowResult(ResultMixin):
             f"status        : {self.status_name} ({self.message}) at t = {self.t_done:g} "
             f"({self.steps_done} steps)",
             f"train loss    : {self.train_loss:.6e}",
-            f"test loss     : {self.test_loss:.6e}",
+            f"test loss     : {test_loss_text(self.test_loss)}",
             f"l1 norm       : {self.l1_norm:.6g}",
             f"|Delta_0|     : {norm2(self.delta0):.6e}",
             f"|Delta_inf|   : {norm2(self.delta_inf):.6e}   (Cor. 2: "
@@ -255,6 +265,14 @@ class FlowResult(ResultMixin):
         ]
         if self.trajectory is not None:
             lines.append(f"recorded      : {len(self.trajectory)} rows")
+        if self.config.scheme == "rodas" and self.status == Status.DIVERGED:
+            # the adaptive scheme rejects a step whose point overflows: "diverged" is its step size falling below
+            # H_MIN_REL·t, which a blow-up causes, and so does a horizon where t itself leaves too few digits
+            why = (": far past the limit, time has too few digits to resolve its last rounding-level drift; pass "
+                   "tol= to stop at the limit, or a smaller t_max" if self.train_loss < 1e-8 else
+                   ": the solver could not continue the flow there (a blow-up, or stiffness beyond float64)")
+            lines.append(f"note          : the adaptive step size fell below {H_MIN_REL:g}·t at t = {self.t_done:.4g}, "
+                         f"at a finite state (train loss {self.train_loss:.3g}){why}")
         return "\n".join(lines)
 
 
@@ -535,10 +553,19 @@ def prepare_flow(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u
 
 
 def mgd_time(step, gamma, beta):
-    """MGF time ``k·ε`` of MGD iterate ``k``, ε = γ/(1-β) (Proposition 1)."""
-    gamma = as_float("gamma", gamma, low=0.0, low_open=True)
-    beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
-    return np.asarray(step, dtype=np.float64) * (gamma / (1.0 - beta))
+    """MGF time ``k·ε`` of MGD iterate ``k`` (a step number >= 0, or an array of them), ε = γ/(1-β)
+    (Proposition 1)."""
+    from ..theory.maps import eps as eps_of  # (validates γ, β and refuses an ε beyond float64)
+
+    eps = eps_of(gamma, beta)
+    steps = as_real_array("step", step, low=0.0)
+    if np.any(steps != np.floor(steps)):
+        raise ValueError(f"step must be whole step numbers >= 0, got {step!r}")
+    with np.errstate(over="raise"):
+        try:
+            return steps * eps
+        except FloatingPointError:
+            raise ValueError(f"step * eps is beyond float64's range (eps = {eps:.4g})") from None
 
 
 def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=None, v0=None, u1=None,
@@ -575,7 +602,12 @@ def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.
     scheme = choose_scheme(scheme, lam, kappa)
     if substeps is None:
         ratio = eps / default_step(lam, kappa, scheme) * (1.0 - 1e-12)
-        substeps = max(1, math.ceil(ratio)) if ratio <= MAX_STEPS else ratio  # (refused just below)
+        if not ratio <= MAX_STEPS // steps:  # the default, not an argument given: said in terms of what was given
+            raise ValueError(f"{given} and eps = gamma/(1-beta) = {eps:.4g}: the {scheme} scheme's default step "
+                             f"{default_step(lam, kappa, scheme):.3g} would need {ratio:.3g} substeps per MGD step, "
+                             f"which for {steps} steps is beyond the budget of {MAX_STEPS} grid steps: choose a "
+                             f"smaller gamma (or alpha), or pass substeps")
+        substeps = max(1, math.ceil(ratio))
     substeps = as_int("substeps", substeps, low=1, high=MAX_STEPS // steps)
     try:
         run = prepare_flow(problem, lam, t_max=steps * eps, h=eps / substeps, u0=u0, v0=v0, u_dot0=u_dot0,

@@ -19,7 +19,15 @@ from ..kernels import layout as KL
 from ..kernels import mgd as K
 from ..kernels.rng import _fill_batches, _seed_state
 from ..problem import Problem
-from ..results import ResultMixin, Trajectory, new_record_block, norm2, readonly, trajectory_from_blocks
+from ..results import (
+    ResultMixin,
+    Trajectory,
+    new_record_block,
+    norm2,
+    readonly,
+    test_loss_text,
+    trajectory_from_blocks,
+)
 from ..status import Status
 from ..validate import MAX_STEPS, as_bool, as_float, as_int, check_data_scale
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
@@ -113,7 +121,7 @@ class MGDResult(ResultMixin):
             f"{self.kind.upper()}  gamma={self.gamma:g}  beta={self.beta:g}  lambda={self.lam:g}  eps={self.eps:g}",
             f"status       : {self.status_name} ({self.message}) after {self.steps_done} steps",
             f"train loss   : {self.train_loss:.6e}",
-            f"test loss    : {self.test_loss:.6e}",
+            f"test loss    : {test_loss_text(self.test_loss)}",
             f"l1 norm      : {self.l1_norm:.6g}",
             f"|Delta_0|    : {norm2(self.delta0):.6e}",
             f"|Delta_inf|  : {norm2(self.delta_inf):.6e}   min_k min_i Delta: {self.min_delta.min():.3e}",
@@ -346,7 +354,7 @@ def batch_indices(n, batch_size, steps, *, seed=0, replace=False):
     """
     n = as_int("n", n, low=1)
     batch_size = as_int("batch_size", batch_size, low=1, high=n)
-    steps = as_int("steps", steps, low=0)
+    steps = as_int("steps", steps, low=0, high=MAX_STEPS)
     seed = as_int("seed", seed, low=0, high=2**63 - 1)
     state = np.zeros(4, dtype=np.uint64)
     _seed_state(seed, 0, state)

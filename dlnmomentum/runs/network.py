@@ -20,9 +20,9 @@ from ..kernels import networks as KN
 from ..kernels.rng import _seed_state
 from ..networks import NetworkProblem
 from ..record import Record
-from ..results import StatusMixin, Trajectory, readonly, trajectory_from_blocks
+from ..results import StatusMixin, Trajectory, readonly, test_loss_text, trajectory_from_blocks
 from ..status import Status
-from ..validate import as_array, as_float, as_int
+from ..validate import MAX_STEPS, as_array, as_float, as_int
 
 
 class NetworkConfig(NamedTuple):
@@ -84,7 +84,7 @@ class NetworkResult(StatusMixin):
             f"{self.kind.upper()}  gamma={self.gamma:g}  beta={self.beta:g}  lambda={self.lam:g}  eps={self.eps:g}",
             f"status       : {self.status_name} ({self.message}) after {self.steps_done} steps",
             f"train loss   : {self.train_loss:.6e}",
-            f"test loss    : {self.test_loss:.6e}",
+            f"test loss    : {test_loss_text(self.test_loss)}",
             f"|params|     : {self.param_norm:.6g} ({self.params.shape[0]} parameters)",
         ]
         if self.trajectory is not None:
@@ -103,7 +103,7 @@ def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, see
     """Validate hyperparameters into a :class:`NetworkConfig` (errors name the parameter and its range)."""
     gamma = as_float("gamma", gamma, low=0.0, low_open=True)
     beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
-    steps = as_int("steps", steps, low=0)
+    steps = as_int("steps", steps, low=0, high=MAX_STEPS)
     if batch_size is not None:
         batch_size = as_int("batch_size", batch_size, low=1, high=problem.n)
         if batch_size == problem.n and not replace:

@@ -19,6 +19,7 @@ from ..kernels import mgd as K
 from ..status import DIVERGED, MAX_STEPS, Status
 from ..theory.maps import eps as step_of
 from ..theory.maps import lam as lam_of
+from ..validate import MAX_STEPS as STEP_LIMIT
 from ..validate import as_array, as_float, as_int
 
 
@@ -107,7 +108,7 @@ def heavy_ball_quadratic(A, c, x0, gamma, beta, steps):
     """
     A, c, x = _quadratic(A, c, x0)
     gamma, beta = _gamma_beta(gamma, beta)
-    steps = as_int("steps", steps, low=0)
+    steps = as_int("steps", steps, low=0, high=STEP_LIMIT)
     x_prev = x.copy()
     code = K._heavy_ball_quadratic(A, c, gamma, beta, x, x_prev, steps)
     return x, (DIVERGED if code == DIVERGED else MAX_STEPS)
@@ -151,8 +152,8 @@ def heavy_ball_quadratic_path(A, c, x0, gamma, beta, steps, every=1):
     """
     A, c, x = _quadratic(A, c, x0)
     gamma, beta = _gamma_beta(gamma, beta)
-    steps = as_int("steps", steps, low=0)
-    every = as_int("every", every, low=1)
+    steps = as_int("steps", steps, low=0, high=STEP_LIMIT)
+    every = as_int("every", every, low=1, high=STEP_LIMIT)
     k = np.arange(0, steps + 1, every, dtype=np.int64)
     if k[-1] != steps:
         k = np.append(k, np.int64(steps))

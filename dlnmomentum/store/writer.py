@@ -198,14 +198,18 @@ class StoreWriter:
             self.queued_bytes -= nbytes
             future.exception()  # waits; the error itself is kept in self.failed
         if self.failed is not None:
-            failed = self.failed
-            message = str(failed) if isinstance(failed, StoreError) else f"writing store {self.path} failed: {failed}"
-            if self.created_as:  # HDF5 names the file by the temporary name it was created under
-                message = message.replace(self.created_as, self.path)
-            if not isinstance(failed, StoreError) and self.tmp_path is None:  # the store exists: say how to go on
-                message += (f"\nthe rows committed before are kept: `dlnm resume {self.path}` continues the run once "
-                            "the cause is gone (free space, raise the file-size limit)")
-            raise StoreError(message) from failed
+            raise self._failure_error() from self.failed
+
+    def _failure_error(self):
+        """The StoreError that says what the worker's failure ``self.failed`` means for the store."""
+        failed = self.failed
+        message = str(failed) if isinstance(failed, StoreError) else f"writing store {self.path} failed: {failed}"
+        if self.created_as:  # HDF5 names the file by the temporary name it was created under
+            message = message.replace(self.created_as, self.path)
+        if not isinstance(failed, StoreError) and self.tmp_path is None:  # the store exists: say how to go on
+            message += (f"\nthe rows committed before are kept: `dlnm resume {self.path}` continues the run once "
+                        "the cause is gone (free space, raise the file-size limit)")
+        return StoreError(message)
 
     def _open_job(self, setup):
         if setup is not None:
@@ -280,6 +284,10 @@ class StoreWriter:
         try:
             if status == st.RUNNING or not self._consistent(run) or self.failed is not None:
                 self._abort()
+                if self.failed is not None and status != st.RUNNING:
+                    # a failed write of the last jobs (its end already reached): said, never left to read as an
+                    # interruption with a resume hint for a store that may not exist
+                    raise self._failure_error() from self.failed
                 return
             with signals_held():
                 self._finalise(run, status)

@@ -18,7 +18,7 @@ from ..kernels import layout as KL
 from ..kernels import mgd as K
 from ..kernels import status as KST
 from ..runs.mgd import initial_state
-from ..validate import as_array, as_float, as_int
+from ..validate import MAX_STEPS, as_array, as_float, as_int
 
 #: Modes by name (the kernel codes of :mod:`dlnmomentum.kernels.mgd`).
 MODES = {"hessian": KL.MODE_HESSIAN, "data": KL.MODE_DATA, "minibatch": KL.MODE_MINIBATCH}
@@ -153,7 +153,7 @@ class CudaMGDSweep:
         self.batch_size = 0 if batch_size is None else batch_size
         KC.check_shape(d, n, self.batch_size)
         self.n, self.d, self.n_points = n, d, pts.shape[0]
-        self.total = as_int("steps", steps, low=0)
+        self.total = as_int("steps", steps, low=0, high=MAX_STEPS)
         self.replace = bool(replace)
         self.tol = as_float("tol", tol, low=0.0, allow_none=True)
         self.w_plus0 = as_array("w_plus0", w_plus0, ndim=1, shape=(d,))

@@ -22,7 +22,7 @@ from ..store.kinds import FILE_KINDS
 from ..store.network_sweep import FORMAT_NAME as NETWORK_FORMAT_NAME
 from ..store.network_sweep import FORMAT_VERSION as NETWORK_FORMAT_VERSION
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION, SweepFile
-from ..validate import as_int, as_store_path
+from ..validate import MAX_SWEEP_POINTS, as_int, as_store_path
 from .flows import FlowEngine
 from .lockstep import LockstepEngine, threads
 from .networks import is_network_sweep, open_networks_sweep
@@ -210,7 +210,7 @@ def block_size_of(block_size, lw=LW):
     """The validated ``block_size`` (default :data:`DEFAULT_BLOCK_SIZE`)."""
     if block_size is None:
         return DEFAULT_BLOCK_SIZE
-    block_size = as_int("block_size", block_size, low=lw)
+    block_size = as_int("block_size", block_size, low=lw, high=MAX_SWEEP_POINTS)
     if block_size % lw:
         raise ValueError(f"block_size must be a multiple of {lw} (runs per SIMD group), got {block_size}")
     return block_size

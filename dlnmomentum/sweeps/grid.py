@@ -1,5 +1,7 @@
 """Grids of a sweep: the ``start:stop:num[:log]`` text form and validated 1-D coordinate arrays."""
 
+import math
+
 import numpy as np
 
 from ..validate import MAX_GRID, as_real_sequence
@@ -11,7 +13,10 @@ def parse_grid(text, name="grid"):
     Both ends are included: ``parse_grid("1e-3:1e-1:3:log")`` is ``[1e-3, 1e-2, 1e-1]``. A text of another
     form is a ValueError naming ``name``, the allowed forms and the part that is wrong.
     """
-    text = str(text).strip()
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a text ('start:stop:num', ...), got {type(text).__name__}: pass a list of "
+                        "numbers where the API takes one")
+    text = text.strip()
     forms = "'start:stop:num', 'start:stop:num:log' or a comma list of numbers"
 
     def bad(why):
@@ -19,9 +24,12 @@ def parse_grid(text, name="grid"):
 
     def number(part, what):
         try:
-            return float(part)
+            value = float(part)
         except ValueError:
             raise bad(f"{what} {part.strip()!r} is not a number") from None
+        if not math.isfinite(value):  # ('nan', 'inf', '1e400')
+            raise bad(f"{what} {part.strip()!r} is not a finite number")
+        return value
 
     if ":" in text:
         parts = text.split(":")
@@ -35,7 +43,11 @@ def parse_grid(text, name="grid"):
             if start <= 0 or stop <= 0:
                 raise bad("a log grid needs positive ends")
             return np.geomspace(start, stop, num)
-        return np.linspace(start, stop, num)
+        with np.errstate(over="ignore", invalid="ignore"):
+            grid = np.linspace(start, stop, num)
+        if not np.all(np.isfinite(grid)):  # (1e308:-1e308: the span overflows)
+            raise bad("the span stop - start is beyond float64's range")
+        return grid
     if not text:
         raise bad("no values")
     items = text.split(",")

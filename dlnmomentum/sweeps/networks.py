@@ -35,7 +35,7 @@ from ..store.files import (
 )
 from ..store.handles import sweep_stopped
 from ..store.kinds import require_kind, require_overwritable, require_regular_or_absent
-from ..validate import MAX_GRID, as_bool, as_int, as_store_path, check_sweep_size
+from ..validate import MAX_GRID, as_bool, as_int, as_store_path, check_log, check_sweep_size
 from .grid import as_grid
 from .network_lockstep import NetworkLockstep, default_wave_size
 from .result import Sweep
@@ -146,7 +146,7 @@ class NetworkPlan:
 
 def _threads(threads, pending):
     """Numba threads for the sweep kernel: ``threads`` (default: all), at most Numba's pool and the points."""
-    threads = as_int("threads", threads, low=1, allow_none=True) or numba.config.NUMBA_NUM_THREADS
+    threads = as_int("threads", threads, low=1, high=MAX_GRID, allow_none=True) or numba.config.NUMBA_NUM_THREADS
     return max(1, min(threads, numba.config.NUMBA_NUM_THREADS, max(pending, 1)))
 
 
@@ -224,6 +224,7 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
                   log=None, progress=None):
     """MGD/SMGD on a network problem over a (β, γ) grid (the engine of :func:`dlnmomentum.networks_sweep`)."""
     check_progress(progress)  # before any work
+    check_log(log)
     config, problem = make_config(problem_or_spec, gammas, betas, steps, reps, seed, tol, batch_size, replace)
     resume, overwrite = as_bool("resume", resume), as_bool("overwrite", overwrite)  # "no" is not False
     path = None if store_path is None else real_path(as_store_path(store_path))  # a symlink: the file it leads to
@@ -290,6 +291,7 @@ def open_networks_sweep(path):
 def resume_networks_sweep(path, *, threads=None, wave_size=None, log=None, progress=None):
     """Continue the network sweep stored at ``path`` (only missing points run)."""
     check_progress(progress)
+    check_log(log)
     path = real_path(as_store_path(path))  # through a symlink: the file it leads to is locked and written
     if not os.path.exists(path):
         raise FileNotFoundError(f"network sweep store {path} does not exist")

@@ -30,7 +30,7 @@ from ..runs.points import SCALAR_FIELDS, VECTOR_FIELDS
 from ..runs.stepping import check_scheme
 from ..store.files import to_jsonable
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION
-from ..validate import MAX_GRID, as_bool, as_float, as_int, check_sweep_size
+from ..validate import MAX_GRID, MAX_STEPS, as_bool, as_float, as_int, check_sweep_size
 from .grid import as_grid
 
 # ---------------------------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
         else:
             gammas, betas = _as_pairs(pairs)
             g_all = gammas
-        steps = as_int("steps", steps, low=0)
+        steps = as_int("steps", steps, low=0, high=MAX_STEPS)
         check_sweep_size(reps, {"pairs": len(gammas)} if design == "pairs" else
                          {"betas": len(betas), "lams": len(lams)} if design == "lam-grid" else
                          {"betas": len(betas), "gammas": len(gammas)})

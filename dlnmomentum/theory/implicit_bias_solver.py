@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ..validate import as_design, as_float, as_int, as_real_vector
+from ..validate import as_bool, as_design, as_float, as_int, as_real_vector
 from ._float64 import EPS
 from .entropy import _bregman_terms, _mirror_coordinate, _theta_of_mirror
 from .interpolators import _require_interpolable
@@ -38,6 +38,8 @@ _POLISH_MAX_MIRROR = 1e-6
 _HOMOTOPY_START = 20.0
 _HOMOTOPY_STEP = 40.0
 _HOMOTOPY_TOL = 1e-6
+#: The largest Δ the solver takes: Δ² stays finite (as the runs' weights, below 1e150).
+DELTA_MAX = 1e150
 
 
 @dataclass(frozen=True)
@@ -339,7 +341,8 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, theta0_mirror=None, tol=1e-1
     """
     X, y = as_design(X, y)
     n, d = X.shape
-    delta = as_real_vector("delta", delta, d, low=0, low_open=True)
+    # (Δ² and the Newton weights, about |θ| + Δ, must stay finite: Δ up to 1e150, as the runs' weights)
+    delta = as_real_vector("delta", delta, d, low=0, low_open=True, high=DELTA_MAX)
     theta0 = as_real_vector("theta0_tilde", theta0_tilde, d)
     shift = None                         # ν of the equivalent reference point (theta0_mirror)
     if theta0_mirror is not None:
@@ -351,7 +354,8 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, theta0_mirror=None, tol=1e-1
             raise ValueError("theta0_mirror: the reference point has no finite equivalent (its mirror coordinates "
                              "outside range(X^T) exceed about 700 plus ln(4/delta))")
         shift, theta0 = equivalent
-    tol = as_float("tol", tol, low=0, low_open=True)
+    tol = as_float("tol", tol, low=0, low_open=True, high=1.0, high_open=True)  # (at 1, θ = 0 would do)
+    raise_on_failure = as_bool("raise_on_failure", raise_on_failure)
     max_iter = as_int("max_iter", max_iter, low=1)
 
     row_space, y_norm, theta_ls = _require_interpolable(X, y)
@@ -371,7 +375,7 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, theta0_mirror=None, tol=1e-1
     far_reference = c_scale > ls_scale * np.exp(_HOMOTOPY_START)
     if far_reference:
         c_scale = ls_scale
-    log_gap = float(np.log(c_scale / np.min(delta))) if c_scale > 0 else 0.0
+    log_gap = float(np.log(c_scale) - np.log(np.min(delta))) if c_scale > 0 else 0.0  # (c/Δ overflows for tiny Δ)
     floors_log = []                      # stage k clips Δ at C e^{-floors_log[k]}
     if log_gap > _HOMOTOPY_START:
         floors_log = list(np.arange(_HOMOTOPY_START, log_gap, _HOMOTOPY_STEP))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..validate import as_array, as_design, as_real_array, as_real_vector
-from .implicit_bias_solver import implicit_bias
+from .implicit_bias_solver import DELTA_MAX, implicit_bias
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,18 @@ class Prediction:
     normalized_distance: float
 
 
+def _scaled_norm(v):
+    """‖v‖₂ computed as s‖v/s‖₂ with s = max|v| (no overflow or underflow of the squares)."""
+    s = float(np.abs(v).max(initial=0.0))
+    return 0.0 if s == 0.0 else s * float(np.linalg.norm(v / s))
+
+
 def _relative_distance(a, b):
-    """‖a - b‖ / ‖b‖; 0 when a = b = 0 and inf when only b is 0, so a zero prediction is never divided by."""
-    nb = float(np.linalg.norm(b))
-    diff = float(np.linalg.norm(a - b))
+    """‖a - b‖ / ‖b‖; 0 when a = b = 0 and inf when only b is 0, so a zero prediction is never divided by. Each
+    norm is taken scaled by its largest entry (a run's θ of 1e300 is a finite distance that plain sums of squares
+    overflow; inf only where the ratio itself exceeds float64)."""
+    nb = _scaled_norm(b)
+    diff = 2.0 * _scaled_norm(0.5 * a - 0.5 * b)  # (halved: a - b itself may overflow)
     if nb == 0.0:
         return 0.0 if diff == 0.0 else float("inf")
     return diff / nb
@@ -80,7 +88,7 @@ def predict(X, y, delta_inf, theta0_tilde, theta_final, *, theta0_mirror=None):
     X, y = as_design(X, y)
     d = X.shape[1]
     # Validated here so that errors name predict's own parameters (implicit_bias calls Δ_∞ "delta").
-    delta_inf = as_real_vector("delta_inf", delta_inf, d, low=0, low_open=True)
+    delta_inf = as_real_vector("delta_inf", delta_inf, d, low=0, low_open=True, high=DELTA_MAX)
     final = as_real_array("theta_final", theta_final)
     if final.shape != (d,):
         raise ValueError(f"theta_final must have shape ({d},), got {final.shape}")
@@ -92,8 +100,8 @@ def predict(X, y, delta_inf, theta0_tilde, theta_final, *, theta0_mirror=None):
         if np.any(np.isnan(raw)):
             raise ValueError("theta0_tilde must not be NaN (infinite entries, where it overflows, are allowed "
                              "with theta0_mirror)")
-        reference = ({"theta0_tilde": raw} if np.all(np.isfinite(raw))
-                     else {"theta0_mirror": as_real_vector("theta0_mirror", theta0_mirror, d)})
+        mirror = as_real_vector("theta0_mirror", theta0_mirror, d)  # (checked even where θ̃₀ makes it unused)
+        reference = {"theta0_tilde": raw} if np.all(np.isfinite(raw)) else {"theta0_mirror": mirror}
     predicted = implicit_bias(X, y, delta_inf, **reference).theta
     theta_gf = implicit_bias(X, y, delta_inf, 0.0).theta
     return Prediction(predicted_theta=predicted, prediction_gap=_relative_distance(final, predicted),

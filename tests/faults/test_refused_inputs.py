@@ -145,6 +145,52 @@ CASES = {
     # said "|u0_i| != |v0_i| violated" where u0 = 1e-200, v0 = 0
     "u0 too small": (lambda P: dm.mgd(P, 0.01, 0.5, steps=10, u0=np.full(P.d, 1e-200)), ValueError,
                      r"u0 and v0 are too small: the balancedness Delta0 = \|u0\^2 - v0\^2\| underflows to 0"),
+    # the input-validation probe of 2026-11-27: each of these ran, hung, or failed deep inside
+    "params a stores cannot keep": (lambda P: dm.Problem(P.X, P.y, params={"a": object()}), TypeError,
+                                    r"params\['a'\] must be JSON data .* got object"),
+    "record times far past a grid": (lambda P: dm.mgf(P, 0.1, t_max=0.5, scheme="rk4",
+                                                      record=dm.Record(times=[1e20])), ValueError,
+                                     r"times must be in \[0, t_max = 0.5\]"),
+    "network steps 1e30": (lambda P: dm.mgd(dm.teacher_student(n=6, d=2, teacher_width=2, student_width=3,
+                                                               n_test=20), 0.05, 0.5, steps=10**30), ValueError,
+                           r"steps must be an integer in \[0, 4611686018427387904\]"),
+    "network sweep steps 1e30": (lambda P: dm.networks_sweep(NETWORK, gammas=[0.1], betas=[0.5], steps=10**30),
+                                 ValueError, r"steps must be an integer in \[0, 4611686018427387904\]"),
+    "block_size 1e30": (lambda P: dm.sweep(P, **GRID, block_size=10**30), ValueError,
+                        r"block_size must be an integer in \[8, 10000000\]"),
+    "figure overwrite str": (lambda P: dm.figures.figure("quadratic", "tiny", "figs", "no"), TypeError,
+                             r"overwrite must be True or False, got 'no'"),
+    "reproduce names str": (lambda P: dm.figures.reproduce("tiny", "figs", names="quadratic"), TypeError,
+                            r"names must be a non-empty list of figure names"),
+    "reproduce no names": (lambda P: dm.figures.reproduce("tiny", "figs", names=[]), TypeError,
+                           r"names must be a non-empty list of figure names"),
+    "implicit_bias delta 1e308": (lambda P: dm.theory.implicit_bias(P.X, P.y, 1e308), ValueError,
+                                  r"delta must be finite and in \(0, 1e\+150\]"),
+    "implicit_bias tol 3": (lambda P: dm.theory.implicit_bias(P.X, P.y, 1.0, tol=3.0), ValueError,
+                            r"tol must be in \(0, 1\), got 3.0"),
+    "implicit_bias raise_on_failure str": (lambda P: dm.theory.implicit_bias(P.X, P.y, 1.0, raise_on_failure="no"),
+                                           TypeError, r"raise_on_failure must be True or False"),
+    "predict theta0_mirror NaN": (lambda P: dm.theory.predict(P.X, P.y, 0.01, 0.0, np.zeros(P.d),
+                                                              theta0_mirror=np.full(P.d, np.nan)), ValueError,
+                                  r"theta0_mirror must be finite"),
+    "mgd_time step True": (lambda P: dm.mgd_time(True, 0.1, 0.5), TypeError, r"step must be real-valued, got bool"),
+    "mgd_time step 1.5": (lambda P: dm.mgd_time(1.5, 0.1, 0.5), ValueError, r"step must be whole step numbers"),
+    "mgd_time overflow": (lambda P: dm.mgd_time(10, 1e308, 0.5), ValueError, r"eps is beyond float64's range"),
+    "u0 object strings": (lambda P: dm.mgd(P, 0.01, 0.5, steps=3, u0=np.array(["0.01"] * P.d, dtype=object)),
+                          TypeError, r"u0 must be a real array: got '0.01' \(str\)"),
+    "X masked": (lambda P: dm.Problem(np.ma.masked_array(P.X), P.y), TypeError,
+                 r"X must be a plain array: the mask of a masked array would be dropped"),
+    "gammas nan text": (lambda P: dm.sweep(P, gammas="nan,0.1", betas=[0.5], steps=10), ValueError,
+                        r"value 'nan' is not a finite number"),
+    "gammas span overflows": (lambda P: dm.sweep(P, gammas="1e308:-1e308:3", betas=[0.5], steps=10), ValueError,
+                              r"the span stop - start is beyond float64's range"),
+    "mgf_from_mgd default substeps": (lambda P: dm.mgf_from_mgd(P, 1e30, 0.5, steps=10), ValueError,
+                                      r"gamma = 1e\+30 and beta = 0.5 give lambda .* would need .* substeps per MGD "
+                                      r"step"),
+    "sweep log not callable": (lambda P: dm.sweep(P, **GRID, log=3.0), TypeError,
+                               r"log must be None or a callable that takes a line of text"),
+    "checkpoint_every without a store": (lambda P: dm.mgd(P, 0.01, 0.5, steps=3, checkpoint_every=np.nan),
+                                         ValueError, r"checkpoint_every must be finite"),
 }
 
 
@@ -226,7 +272,7 @@ def test_theory_bound_checks_alpha_as_the_runs_do(alpha, capsys):
     """``dlnm theory bound --alpha 1e160`` crashed (OverflowError traceback, exit 1); -0.1 and 0 gave a bound."""
     assert main(["theory", "bound", "--alpha", alpha]) == 2
     err = capsys.readouterr().err
-    assert "--alpha must be" in err and "in [1e-150, 1e+150], got" in err, err
+    assert "--alpha must be" in err and "in [1e-150, 1e+150), got" in err, err
 
 
 def test_batch_indices_takes_replace_as_a_bool_only():
@@ -270,7 +316,61 @@ def test_values_that_cannot_be_computed_say_why(capsys):
     assert zero.status_name == "converged" and np.isnan(zero.s_minus[0]) and zero.min_delta[0] == 0.0
     assert "undefined at coordinates [0]: an iterate of w+ or w- was exactly 0" in zero.summary()
     with pytest.raises(ValueError, match=r"theta0_tilde is undefined at coordinates \[0\].*exactly 0"):
-        zero.prediction_gap
+        _ = zero.prediction_gap
     diverged = dm.mgd(dm.sparse_regression(seed=0), 0.4814, 0.0, steps=100_000)
     assert diverged.status_name == "diverged" and np.all(np.isfinite(diverged.delta_inf))
     assert "|Delta_inf|  : inf" not in diverged.summary()  # (np.linalg.norm overflowed; the entries are finite)
+
+
+def test_a_store_write_that_fails_at_the_end_is_an_error_not_an_interruption(problem, tmp_path):
+    """A failure of the store's last writes was dropped at close: the run came back "interrupted", with a warning
+    to `dlnm resume` a file that was never created."""
+    odd = dm.sparse_regression(**SMALL, seed=4)
+    object.__setattr__(odd, "params", {"a": object()})  # (past Problem's check: a failure the writer meets)
+    path = tmp_path / "s.h5"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "left at its last checkpoint ... dlnm resume" warning
+        with pytest.raises(dm.StoreError, match=r"writing store .*s.h5 failed: .*not JSON serializable"):
+            dm.mgd(odd, 0.05, 0.5, steps=5, store=str(path))
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_cli_says_when_sizes_do_not_fit_in_memory(capsys):
+    assert main(["run", "--gamma", "0.05", "--beta", "0.5", "--steps", "20", "--n", "1000000000000", "--d", "8",
+                 "--no-progress"]) == 2
+    assert "not enough memory for these sizes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["teacher-student", "--gamma", "0.1", "--beta", "0.5", "--widths", "3,1"],
+     "--widths is an option of deep-linear networks, not of teacher-student ones"),
+    (["deep-linear", "--gamma", "0.01", "--beta", "0.5", "--teacher-width", "3"],
+     "--teacher-width is an option of teacher-student networks"),
+    (["teacher-student", "--gamma", "0.1", "--beta", "0.5", "--reps", "3"], "--reps is not read by one run"),
+    (["teacher-student", "--gammas", "0.1", "--betas", "0.5", "--seed", "3"], "--seed is not read by a sweep"),
+])
+def test_network_options_that_would_be_ignored_are_refused(argv, says, capsys):
+    assert main(["network"] + argv + ["--steps", "10", "--no-progress"]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_extreme_but_valid_theory_inputs_are_computed():
+    """Δ = 1e-320 failed with numpy's "Maximum allowed size exceeded" (c/Δ overflowed the continuation's stage
+    count); θ = 1e300 gave a prediction gap of inf (the norms' squares overflowed)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((3, 5))
+    y = X @ np.array([1.0, 0, 0, 0, 0])
+    tiny = dm.theory.implicit_bias(X, y, 1e-320)
+    assert tiny.converged and np.all(np.isfinite(tiny.theta))
+    gap = dm.theory.predict(X, y, 0.01, 0.0, np.full(5, 1e300)).prediction_gap
+    assert np.isfinite(gap) and gap > 1e299
+
+
+def test_summaries_say_what_a_nan_means():
+    p = dm.sparse_regression(**dict(SMALL, n_test=0), seed=4)
+    assert "test loss    : nan (no test set)" in dm.mgd(p, 0.01, 0.5, steps=3).summary()
+    flow = dm.mgf(dm.sparse_regression(**SMALL, seed=4), 0.1, t_max=0.5, tol=1e308)
+    assert flow.steps_done == 0 and "last h=- (no step)" in flow.summary()
+    far = dm.mgf(dm.sparse_regression(n=5, d=8, s=2, n_test=10), 0.1, t_max=1e20)
+    assert far.status_name == "diverged" and far.train_loss < 1e-25  # (a horizon past what t resolves)
+    assert "far past the limit, time has too few digits" in far.summary()
