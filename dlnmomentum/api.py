@@ -20,7 +20,14 @@ from .runs.network import prepare_network
 from .runs.stepping import DEFAULT_MAX_CROSSINGS
 from .store import run_with_store
 from .store.files import StoreError, StoreExistsError, real_path
-from .store.kinds import require_overwritable, require_regular_or_absent
+from .store.kinds import (
+    flags_restored_unless_kept,
+    repair_left_open,
+    require_overwritable,
+    require_regular_or_absent,
+    store_kind,
+    wrong_kind,
+)
 from .store.sweep_format import SweepFile
 from .store.sweep_format import lock as sweep_lock
 from .sweeps.distributed import executor_for
@@ -358,6 +365,7 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
                 require_overwritable(path, "sweep")  # only a sweep store that this package wrote is replaced
                 os.remove(path)
             elif resume:
+                repair_left_open(path, "sweep")  # (a writer killed while it wrote a wave left HDF5's "open" flags)
                 stored, _ = sw.read_config(action="resume")
                 diff = config_differences(stored, config)
                 if diff:
@@ -377,6 +385,21 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
         lock.release()
 
 
+def repair_left_open_sweep(path):
+    """A sweep or network sweep store whose writer was killed while it wrote a wave (outside SWMR mode) has HDF5's
+    "open for writing" flags set, which every reader refuses: cleared under the writer lock once the file is known
+    to be one of the two; another file is refused as it is (its flags left)."""
+    lock = sweep_lock(path)
+    try:
+        with flags_restored_unless_kept(path) as keep:
+            kind = store_kind(path)
+            if kind not in ("sweep", "network-sweep"):
+                raise wrong_kind(path, kind, "sweep", "resume")
+            keep()
+    finally:
+        lock.release()
+
+
 def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=None, device="cpu", client=None):
     """Continue the sweep stored at ``path`` with its stored configuration (only missing points run).
 
@@ -388,6 +411,7 @@ def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=No
     path = real_path(store_path(path))  # through a symlink: the file it leads to is locked and written
     if not os.path.exists(path):
         raise FileNotFoundError(f"sweep store {path} does not exist")
+    repair_left_open_sweep(path)
     executor = executor_for(client)
     if is_network_sweep(path):
         if client is not None:

@@ -6,7 +6,7 @@ import inspect
 import os
 import sys
 
-from ..api import mgd, networks_sweep, resume_sweep
+from ..api import mgd, networks_sweep, repair_left_open_sweep, resume_sweep
 from ..networks import deep_linear, teacher_student
 from ..store.files import to_jsonable
 from ..store.kinds import store_kind, wrong_kind
@@ -111,6 +111,7 @@ def _cmd_network(args):
     _refuse_unread_options(args, sweep=args.gammas is not None or args.betas is not None
                            or (args.resume and args.gamma is None))
     if args.resume and args.store and os.path.exists(args.store):
+        repair_left_open_sweep(args.store)  # (before the stored configuration is read to compare the options)
         _refuse_other_arguments(args, args.store)
         return _finish_sweep(resume_sweep(args.store, log=_log(args)), args)
     if args.gammas is not None or args.betas is not None:

@@ -7,7 +7,7 @@ import sys
 
 import numba
 
-from ..api import resume_sweep, sweep
+from ..api import repair_left_open_sweep, resume_sweep, sweep
 from ..runs.stepping import SCHEMES
 from ..store.sweep_format import SweepFile
 from ..sweeps.distributed import connect
@@ -133,6 +133,7 @@ def _refuse_other_arguments(args, path):
 
 def _run(args, log, progress, client):
     if args.resume and args.store and os.path.exists(args.store):
+        repair_left_open_sweep(args.store)  # (before the stored configuration is read to compare the options)
         _refuse_other_arguments(args, args.store)
         result = resume_sweep(args.store, progress=progress, block_size=args.block_size, log=log,
                               wave_size=args.wave_size, device=args.device, client=client)

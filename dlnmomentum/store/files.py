@@ -32,6 +32,7 @@ from .superblock import (  # noqa: F401 (re-exported: the store modules import t
     HDF5_SIGNATURE,
     clear_status_flags,
     lookup3,
+    restore_superblock,
     superblock_eof,
     superblock_flags,
     superblock_version,
@@ -457,8 +458,9 @@ def open_h5(path, wait=READ_WAIT):
                 if lock_holder(path, ignore_self=True) is None and not locked_by_another_process(path):
                     raise StoreCorruptError(
                         f"store {path} was left open by a writer that died outside its streaming phase; "
-                        f"`dlnm resume {path}` (dlnmomentum.resume) or, for a sweep, `dlnm sweep --store "
-                        f"{path} --resume` repairs it") from last
+                        f"continuing it repairs it: `dlnm resume {path}` (dlnmomentum.resume) for a run, "
+                        f"dlnmomentum.resume_sweep('{path}') (`dlnm sweep --store {path} --resume`, `dlnm network "
+                        f"ARCHITECTURE --store {path} --resume`) for a sweep") from last
         elif "truncated file" in msg and lock_holder(path, ignore_self=True) is not None:
             pass  # a live writer is extending the file under this unlocked reader: wait and retry
         elif "unable to lock" not in msg:

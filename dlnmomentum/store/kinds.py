@@ -6,10 +6,20 @@ and network sweep stores), :func:`dlnmomentum.figures.open_figure` (figure store
 them all.
 """
 
+import contextlib
 import os
 import stat
 
-from .files import StoreCorruptError, StoreError, attr_str, clear_status_flags, open_h5, reading, superblock_version
+from .files import (
+    StoreCorruptError,
+    StoreError,
+    attr_str,
+    clear_status_flags,
+    open_h5,
+    reading,
+    restore_superblock,
+    superblock_version,
+)
 
 #: The ``format`` attribute of each kind of file (a root attribute; sweep, network sweep and figure stores also
 #: have ``kind``): a file is one of the package's only if it carries its kind's format, since ``kind`` alone is
@@ -123,9 +133,53 @@ def require_overwritable(path, wanted):
         if "left open by a writer" not in str(exc):
             raise _refusal(path, wanted, f"an HDF5 file that cannot be read ({exc})") from exc
         # a store whose writer died while it had the file open: clear HDF5's "open" flags (as h5clear and a
-        # resume do) to read what it is
-        clear_status_flags(path)
-        kind = store_kind(path)
+        # resume do) to read what it is, and put them back if it is not to be replaced (left as it was)
+        with flags_restored_unless_kept(path) as keep:
+            kind = store_kind(path)
+            if kind != wanted:
+                raise _refusal(path, wanted, FILE_KINDS[kind][0] if kind is not None else
+                               "an HDF5 file that dlnmomentum did not write") from exc
+            keep()
+        return
     if kind != wanted:
         raise _refusal(path, wanted, FILE_KINDS[kind][0] if kind is not None else
                        "an HDF5 file that dlnmomentum did not write")
+
+
+def left_open(path):
+    """True when ``path`` is an HDF5 file whose writer died with it open outside SWMR mode (its superblock's "open
+    for writing" flags are set, and no live process holds it)."""
+    try:
+        f, _ = open_h5(path)
+    except StoreCorruptError as exc:
+        return "left open by a writer" in str(exc)
+    f.close()
+    return False
+
+
+@contextlib.contextmanager
+def flags_restored_unless_kept(path):
+    """Clear the "open for writing" flags a dead writer left in ``path`` (as h5clear does) for the body to read the
+    file; unless the body calls the ``keep`` it is given (the file is one to continue or replace), they are put back
+    on leaving, so a file refused after its flags were cleared is left byte for byte as it was. The caller holds
+    the store's writer lock."""
+    saved = clear_status_flags(path) if left_open(path) else None
+    kept = []
+    try:
+        yield lambda: kept.append(True)
+    finally:
+        if saved is not None and not kept:
+            restore_superblock(path, saved)
+
+
+def repair_left_open(path, wanted):
+    """For a resume of a ``wanted`` store (its writer lock held): clear the flags a writer killed outside SWMR mode
+    left (the sweep writers open the file outside SWMR mode for each wave), once the file is known to be of that
+    kind; a file of another kind (or not the package's) is refused by :func:`require_kind` and left as it was.
+    Returns True when the flags were cleared."""
+    if not left_open(path):
+        return False
+    with flags_restored_unless_kept(path) as keep:
+        require_kind(path, wanted, action="resume")
+        keep()
+    return True

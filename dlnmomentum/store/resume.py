@@ -9,6 +9,7 @@ import contextlib
 import errno
 import json
 import os
+import stat
 import warnings
 
 import h5py
@@ -33,6 +34,7 @@ from .files import (
     open_h5_for_writing,
     reading,
     real_path,
+    restore_superblock,
     superblock_eof,
     utc_now,
     write_h5_image,
@@ -44,6 +46,7 @@ from .read import Store, check_readable, open_h5, read_plan, store_path, valid_c
 from .writer import (
     StoreWriter,
     drive_stored,
+    remove_checkpoints,
     remove_temporaries,
     software_versions,
     template_result,
@@ -101,6 +104,7 @@ def _copy_committed(path, plan, written):
                 write_h5_image(dst, tmp)
             else:
                 dst.close()
+        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))  # the store keeps its permissions (a 600 store stays 600)
         fsync_file(tmp)
         os.replace(tmp, path)
         fsync_dir(path)
@@ -188,7 +192,8 @@ def _newest_intact_checkpoint(path, plan):
 def _repair_flags(path):
     """Clear the "open for writing" superblock flags of a writer that died outside SWMR mode.
 
-    Returns True when the file needed it (it is then rebuilt from its committed rows).
+    Returns the superblock as it was (:func:`.files.restore_superblock` puts it back) when the file needed it (it is
+    then rebuilt from its committed rows), else None.
     """
     try:
         f, _ = open_h5(path)
@@ -197,7 +202,7 @@ def _repair_flags(path):
         if "left open by a writer" not in str(exc):
             raise
         return clear_status_flags(path)
-    return False
+    return None
 
 
 def _extend_short_file(path):
@@ -234,17 +239,28 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
     path = real_path(store_path(path))  # through a symlink: the file it leads to is locked and rebuilt, the link stays
     check_readable(path)
     checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
+    if not os.stat(path).st_mode & stat.S_IWUSR:  # (its owner's write bit: root may write it all the same)
+        done = Store(path)
+        if done.state == "complete":  # a finished store is returned as it is: nothing to write
+            return done.result
+        raise StoreError(f"store {path} is read-only: resuming writes to it (a rebuild by copy would replace it "
+                         "all the same); make it writable (chmod u+w) to continue it (reading it needs nothing: "
+                         "dlnmomentum.open_store, dlnm inspect)")
     with deferred_signals() as flag:
         lock = WriterLock.acquire(path, "resuming")
         try:
             with signals_held():
                 remove_temporaries(path)
                 short = _extend_short_file(path)
+                saved = None
                 try:
-                    repaired = _repair_flags(path) or short is not None
+                    saved = _repair_flags(path)
+                    repaired = saved is not None or short is not None
                     plan = read_plan(path)
                 except BaseException:
-                    if short is not None:  # not a store this can repair: leave it as it was
+                    if saved is not None:  # not a store this can repair: leave it as it was, flags too
+                        restore_superblock(path, saved)
+                    if short is not None:
                         os.truncate(path, short)
                     raise
                 plan.clean = plan.clean and not repaired
@@ -260,6 +276,7 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
                     except StoreCorruptError as exc:  # bytes of the finished store were damaged
                         damage = str(exc).removesuffix(FINAL_DAMAGED)  # (the advice this resume follows)
                     else:
+                        remove_checkpoints(path)  # (left by a writer killed between their two removals at close)
                         lock.release()
                         return result
                 ckpt, damaged_rows = _newest_intact_checkpoint(path, plan)

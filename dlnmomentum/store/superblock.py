@@ -105,15 +105,16 @@ def clear_status_flags(path):
     """Clear the "open for writing" flags a killed writer leaves in the superblock (like ``h5clear``).
 
     Only done when the stored checksum verifies, so a damaged superblock is never rewritten.
-    Returns True when the flags were set and are now cleared.
+    Returns ``(offset, block)``, the superblock as it was (true: :func:`restore_superblock` puts it back where the
+    file turns out not to be one to repair), when the flags were set and are now cleared, else None.
     """
     with open(path, "r+b") as fh:
         found = _superblock(fh)
         if found is None:
-            return False
+            return None
         offset, block = found
         if block[11] == 0:
-            return False
+            return None
         body, stored = block[:-4], int.from_bytes(block[-4:], "little")
         if lookup3(body) != stored:
             raise StoreCorruptError(f"{path}: the HDF5 superblock checksum does not verify; not repairing it")
@@ -122,7 +123,18 @@ def clear_status_flags(path):
         fh.write(body + lookup3(body).to_bytes(4, "little"))
         fh.flush()
         os.fsync(fh.fileno())
-    return True
+    return offset, bytes(block)
+
+
+def restore_superblock(path, saved):
+    """Put back the superblock :func:`clear_status_flags` returned (a file refused after its flags were cleared to
+    read what it is is left byte for byte as it was)."""
+    offset, block = saved
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(block)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def superblock_version(path):

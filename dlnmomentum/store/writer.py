@@ -425,10 +425,7 @@ class StoreWriter:
                 self._close_attrs(f, closing, event, modify=False)
         fsync_file(self.path)
         if status != st.INTERRUPTED:
-            sides = side_paths(self.path)
-            for name in ("checkpoint", "previous"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(sides[name])
+            remove_checkpoints(self.path)
 
     @staticmethod
     def _close_attrs(f, closing, event, modify):
@@ -551,6 +548,15 @@ def _remove_store_files(path):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(p)
     remove_temporaries(path)
+
+
+def remove_checkpoints(path):
+    """The side checkpoints of a finished store, ``.ckpt`` and ``.ckpt.prev`` (only the lock holder calls this): a
+    finished run is the one file."""
+    sides = side_paths(path)
+    for name in ("checkpoint", "previous"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(sides[name])
 
 
 def remove_temporaries(path):

@@ -34,7 +34,7 @@ from ..store.files import (
     to_jsonable,
 )
 from ..store.handles import sweep_stopped
-from ..store.kinds import require_kind, require_overwritable, require_regular_or_absent
+from ..store.kinds import repair_left_open, require_kind, require_overwritable, require_regular_or_absent
 from ..validate import MAX_GRID, as_bool, as_int, as_store_path, check_log, check_sweep_size
 from .grid import as_grid
 from .network_lockstep import NetworkLockstep, default_wave_size
@@ -245,6 +245,7 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
                 require_overwritable(path, store.KIND)  # only a network sweep store this package wrote is replaced
                 os.remove(path)
             elif resume:
+                repair_left_open(path, store.KIND)  # (a writer killed while it wrote a wave left HDF5's "open" flags)
                 require_kind(path, store.KIND, action="resume")  # another kind of store: named, with how to continue it
                 _repair(path)
                 stored, _, _, _ = store.read(path)
@@ -295,9 +296,10 @@ def resume_networks_sweep(path, *, threads=None, wave_size=None, log=None, progr
     path = real_path(as_store_path(path))  # through a symlink: the file it leads to is locked and written
     if not os.path.exists(path):
         raise FileNotFoundError(f"network sweep store {path} does not exist")
-    require_kind(path, store.KIND, action="resume")  # another kind of store: named, with how to continue it
     lock = store.lock(path)
     try:
+        repair_left_open(path, store.KIND)  # (a writer killed while it wrote a wave left HDF5's "open" flags)
+        require_kind(path, store.KIND, action="resume")  # another kind of store: named, with how to continue it
         _repair(path)
         config, problem, _, _ = store.read(path)
         config.pop("sessions", None)

@@ -10,6 +10,7 @@ import signal
 import stat
 import subprocess
 import sys
+import time
 
 import h5py
 import pytest
@@ -202,3 +203,76 @@ def test_figure_overwrite_replaces_only_a_figure_store(tmp_path):
     assert path.read_text() == "not a store\n"
     compute_figure("quadratic", "tiny", str(tmp_path / "ok"), log=lambda line: None)  # a figure store ...
     compute_figure("quadratic", "tiny", str(tmp_path / "ok"), overwrite=True, log=lambda line: None)  # ... is replaced
+
+
+def _leave_open(path):
+    """Open ``path`` for writing and SIGKILL the process: the superblock keeps HDF5's "open for writing" flags."""
+    code = ("import h5py, os, sys\nf = h5py.File(sys.argv[1], 'r+')\nprint('open', flush=True)\n"
+            "os.kill(os.getpid(), 9)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == -signal.SIGKILL and out.stdout.strip() == "open"
+
+
+@pytest.mark.parametrize("kind", ["sweep", "network-sweep"])
+def test_a_sweep_killed_while_it_wrote_a_wave_resumes(problem, stores, tmp_path, kind):
+    """Its writer opens the file outside SWMR mode for each wave: killed there, the store kept HDF5's "open" flags,
+    which every reader and --resume refused, with advice (`dlnm sweep --store F --resume`) that did not work."""
+    path = tmp_path / "s.h5"
+    path.write_bytes(stores[kind].read_bytes())
+    _leave_open(path)
+    argv = (["sweep", "--store", str(path), "--resume"] if kind == "sweep" else
+            ["network", "teacher-student", "--store", str(path), "--resume"])
+    assert main(argv + ["--no-progress"]) == 0
+    again, ref = dm.open_sweep(path), dm.open_sweep(stores[kind])
+    assert again.complete and (again["train_loss"] == ref["train_loss"]).all()
+
+
+def test_a_foreign_file_left_open_is_refused_and_left_as_it_was(tmp_path, capsys):
+    """Commands that refused another program's HDF5 file, left open by its dead writer, cleared its flags (and
+    rewrote its superblock checksum) first."""
+    path = tmp_path / "g.h5"
+    with h5py.File(path, "w", libver="latest") as f:
+        f.attrs["kind"] = "sweep"
+        f["x"] = [1.0, 2.0, 3.0]
+    _leave_open(path)
+    before = path.read_bytes()
+    small = ["--n", "8", "--d", "13", "--n-test", "50", "--no-progress"]
+    for argv in (["run", "--gamma", "0.05", "--beta", "0.5", "--steps", "10", "--store", str(path), "--overwrite"]
+                 + small, ["resume", str(path)], ["sweep", "--store", str(path), "--resume"],
+                 ["network", "deep-linear", "--store", str(path), "--resume"],
+                 ["sweep", "--gammas", "0.01", "--betas", "0", "--steps", "10", "--store", str(path), "--overwrite"]
+                 + small):
+        assert main(argv) == 2, argv
+        assert path.read_bytes() == before, argv
+    assert "dlnmomentum did not write" in capsys.readouterr().err
+
+
+def test_resume_keeps_a_stores_permissions_and_cleans_a_finished_one(problem, stores, tmp_path):
+    """A rebuilt crashed store came back 644 whatever it was (a 444 one was replaced all the same); a finished store
+    next to a stale .ckpt.prev (a writer killed between the two removals at close) kept it for ever."""
+    path = tmp_path / "r.h5"
+    path.write_bytes(stores["run"].read_bytes())
+    stale = tmp_path / "r.h5.ckpt.prev"
+    stale.write_bytes(b"x")
+    dm.resume(str(path))
+    assert not stale.exists()
+    os.chmod(path, 0o444)
+    assert dm.resume(str(path)).status_name == "max_steps"  # finished: returned as it is, nothing written
+    copy = tmp_path / "c.h5"
+    code = ("import sys, dlnmomentum as dm\n"
+            "p = dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=4)\n"
+            "dm.mgd(p, 0.01, 0.5, steps=5 * 10**6, store=sys.argv[1], checkpoint_every=0.0)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(copy)])
+    deadline = time.monotonic() + 60
+    while not os.path.exists(str(copy) + ".ckpt") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    if S.open_store(copy).state != "crashed":
+        pytest.skip("the writer finished before it was killed")
+    os.chmod(copy, 0o444)
+    with pytest.raises(dm.StoreError, match="is read-only: resuming writes to it"):
+        dm.resume(str(copy))
+    os.chmod(copy, 0o600)
+    assert dm.resume(str(copy)).status_name == "max_steps"
+    assert stat.S_IMODE(os.stat(copy).st_mode) == 0o600
