@@ -8,9 +8,9 @@ import sys
 
 from ..api import mgd, networks_sweep, repair_left_open_sweep, resume_sweep
 from ..networks import deep_linear, teacher_student
-from ..store.files import to_jsonable
 from ..store.kinds import store_kind, wrong_kind
 from ..store.network_sweep import read as read_network_sweep
+from ..sweeps.networks import config_differences as network_config_differences
 from ..sweeps.networks import is_network_sweep
 from ..sweeps.networks import make_config as make_network_config
 from ..validate import as_int
@@ -179,7 +179,7 @@ def _refuse_other_arguments(args, path):
         requested, _ = make_network_config(spec if spec is not None else read_network_sweep(path)[1], seed=seed, **kw)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"--store {path} holds another sweep than {options} describe ({exc}); {how}") from None
-    differ = [k for k in requested if to_jsonable(stored.get(k)) != to_jsonable(requested[k])]
+    differ = network_config_differences(stored, requested)
     sources = {"seed": ("data_seed",), "spec": data, "fingerprint": data, "kind": ("batch_size",)}
     named = [d for d in given if any(d in sources.get(k, (k,)) for k in differ)]
     if named:

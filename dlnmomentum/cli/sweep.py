@@ -69,6 +69,18 @@ _KEY_OPTIONS = {"kind": ("steps", "t_max", "lams", "gammas", "betas", "pairs", "
                 "betas": ("betas", "pairs"), "replace": ("replace", "batch_size")}
 
 
+def _options_behind(given, differ):
+    """The options of ``given`` that make the stored keys ``differ``: an option that is a differing key itself
+    (``--batch-size`` for ``batch_size``) explains the keys it also changes (``kind``), so those name no more
+    options; a key no option is itself names every given option that can change it."""
+    named = [d for d in given if d in differ]
+    for key in differ:
+        candidates = [d for d in given if d in _KEY_OPTIONS.get(key, (key,))]
+        if not any(d in named for d in candidates):
+            named += [d for d in candidates if d not in named]
+    return [d for d in given if d in named]
+
+
 def _stored_arguments(config):
     """The arguments of :func:`dlnmomentum.sweep` that make the stored configuration ``config``."""
     get = config.get  # (stores of older versions may lack a key: the default it had)
@@ -124,7 +136,7 @@ def _refuse_other_arguments(args, path):
     except (TypeError, ValueError) as exc:
         raise ValueError(f"--store {path} holds another sweep than {options} describe ({exc}); {how}") from None
     differ = config_differences(stored, requested)
-    named = [d for d in given if any(d in _KEY_OPTIONS.get(k, (k,)) for k in differ)]
+    named = _options_behind(given, differ)
     if named:
         raise ValueError(f"--store {path} holds a sweep made with other arguments: "
                          f"{', '.join(DEFINING[d] for d in named)} {'differs' if len(named) == 1 else 'differ'} "

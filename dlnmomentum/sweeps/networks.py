@@ -12,6 +12,7 @@ with only the missing ones. The result is the same labelled :class:`~dlnmomentum
 """
 
 import hashlib
+import inspect
 import os
 import warnings
 
@@ -91,6 +92,19 @@ def make_config(problem_or_spec, gammas, betas, steps, reps=1, seed=0, tol=None,
               "reps": reps, "seed": seed, "tol": c.tol, "batch_size": c.batch_size, "replace": c.replace,
               "spec": spec, "fingerprint": fingerprint}
     return config, problem
+
+
+def config_differences(stored, requested):
+    """The keys of ``requested`` whose values differ from ``stored``'s, a spec compared with its generator's defaults
+    filled in (``{"generator": "deep_linear"}`` and the command line's full spec are the same data)."""
+    def value(config, key):
+        v = config.get(key)
+        if key == "spec" and isinstance(v, dict) and v.get("generator") in GENERATORS:
+            parameters = inspect.signature(GENERATORS[v["generator"]]).parameters
+            v = dict({k: p.default for k, p in parameters.items() if k != "seed"}, **v)
+        return to_jsonable(v)
+
+    return [k for k in requested if value(stored, k) != value(requested, k)]
 
 
 def _generate(spec, seed):
@@ -249,7 +263,7 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
                 require_kind(path, store.KIND, action="resume")  # another kind of store: named, with how to continue it
                 _repair(path)
                 stored, _, _, _ = store.read(path)
-                diff = sorted(k for k in config if to_jsonable(stored.get(k)) != to_jsonable(config[k]))
+                diff = config_differences(stored, config)
                 if diff:
                     raise StoreError(f"network sweep store {path} was created with a different configuration "
                                      f"(differs in {', '.join(diff)}); use another store or overwrite=True")

@@ -19,6 +19,7 @@ A flow sweep has dims (rep, lam). Every point's γ, β and λ are also fields of
 """
 
 import hashlib
+import inspect
 import warnings
 
 import numpy as np
@@ -309,7 +310,14 @@ def _semantic(config, key):
         return "grid"  # a store written before designs existed
     if key == "scheme":
         return flow_scheme(config) if config.get("kind") == "mgf" else None
+    if key == "spec" and isinstance(value, dict):  # {n: 20} and the CLI's full spec are the same data
+        return to_jsonable(dict(_SPEC_DEFAULTS, **value))
     return to_jsonable(value)
+
+
+#: The arguments of sparse_regression a sweep's ``spec`` may leave out (its seed is the sweep's ``seed + rep``).
+_SPEC_DEFAULTS = {name: parameter.default for name, parameter in inspect.signature(sparse_regression).parameters.items()
+                  if name != "seed"}
 
 
 def config_differences(a, b):

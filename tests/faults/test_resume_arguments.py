@@ -155,3 +155,40 @@ def test_sighup_stops_a_sweep_cleanly_and_it_resumes(tmp_path):
     fresh = dm.sweep(data, gammas="0.01:0.1:8", betas="0:0.9:4", steps=2_000_000)
     for name in FIELDS:
         assert np.array_equal(dm.open_sweep(path)[name], fresh[name], equal_nan=True), name
+
+
+def test_the_same_data_written_another_way_resumes(tmp_path, capsys):
+    """A spec that leaves sparse_regression's (or the network generator's) defaults out and the command line's full
+    spec are the same data: resume refused them as "differs in spec", and `--mu 1` (the default) as "--mu differs"."""
+    path = str(tmp_path / "s.h5")
+    assert main(["sweep", "--gammas", "0.01,0.02", "--betas", "0,0.5", "--steps", "200", "--store", path,
+                 "--no-progress", *SMALL_ARGS]) == 0
+    sw = dm.sweep(dict(n=8, d=13, n_test=50), gammas=[0.01, 0.02], betas=[0, 0.5], steps=200, store=path,
+                  resume=True)
+    assert sw.complete
+    with pytest.raises(S.StoreError, match=r"differs in spec"):
+        dm.sweep(dict(n=8, d=13, n_test=50, s=4), gammas=[0.01, 0.02], betas=[0, 0.5], steps=200, store=path,
+                 resume=True)
+    api = str(tmp_path / "a.h5")
+    dm.sweep(dict(n=8, d=13, n_test=50), gammas=[0.01, 0.02], betas=[0, 0.5], steps=200, store=api)
+    assert main(["sweep", "--gammas", "0.01,0.02", "--betas", "0,0.5", "--steps", "200", "--mu", "1", "--store", api,
+                 "--resume", "--no-progress", *SMALL_ARGS]) == 0
+    net = str(tmp_path / "n.h5")
+    assert main(["network", "deep-linear", "--widths", "13,5,1", "--gammas", "0.01", "--betas", "0,0.5", "--steps",
+                 "20", "--n", "8", "--d", "13", "--store", net, "--no-progress"]) == 0
+    assert dm.networks_sweep({"generator": "deep_linear", "widths": [13, 5, 1], "n": 8, "d": 13}, gammas=[0.01],
+                             betas=[0, 0.5], steps=20, store=net, resume=True).complete
+    assert main(["network", "deep-linear", "--widths", "13,5,1", "--init-std", "0.1", "--n", "8", "--d", "13",
+                 "--store", net, "--resume", "--no-progress"]) == 0
+
+
+def test_a_refusal_names_the_option_that_changed(tmp_path, capsys):
+    """`--batch-size 5` with the stored grid named "--gammas, --betas, --steps, --batch-size" (it changes the kind)."""
+    path = str(tmp_path / "s.h5")
+    argv = ["sweep", "--gammas", "0.01,0.02", "--betas", "0,0.5", "--steps", "200", "--store", path, "--no-progress",
+            *SMALL_ARGS]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(argv + ["--resume", "--batch-size", "5"]) == 2
+    assert "other arguments: --batch-size differs from the stored sweep (in kind, batch_size)" in \
+        capsys.readouterr().err
