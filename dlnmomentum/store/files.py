@@ -286,6 +286,10 @@ class WriterLock:
         for _ in range(5):
             try:
                 fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except PermissionError as exc:  # a read-only directory: said, with what still works
+                raise StoreError(f"cannot create the lock file {lock_path} of store {path} ({exc.strerror}): "
+                                 f"{purpose} needs a writable directory; reading a store needs nothing "
+                                 f"(dlnmomentum.open_store, open_sweep, dlnm inspect)") from None
             except FileExistsError:
                 other = read_lock(lock_path)
                 if lock_is_stale(lock_path, other):

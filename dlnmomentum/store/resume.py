@@ -35,6 +35,7 @@ from .files import (
     reading,
     real_path,
     restore_superblock,
+    side_paths,
     superblock_eof,
     utc_now,
     write_h5_image,
@@ -225,6 +226,19 @@ def _extend_short_file(path):
     return size
 
 
+def _finished_result(path):
+    """The result of a finished store that has nothing left to do (no side checkpoints to remove, its bytes intact),
+    read as any reader does; None otherwise (the locked path below handles it)."""
+    sides = side_paths(path)
+    if os.path.exists(sides["checkpoint"]) or os.path.exists(sides["previous"]):
+        return None
+    try:
+        done = Store(path)
+        return done.result if done.state == "complete" else None
+    except StoreError:  # left open, damaged, truncated, another kind...: the locked path says or repairs it
+        return None
+
+
 def resume(path, *, progress=None, checkpoint_every=60.0):
     """Continue a stored run from its last checkpoint; returns the result (as the live run would).
 
@@ -239,10 +253,10 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
     path = real_path(store_path(path))  # through a symlink: the file it leads to is locked and rebuilt, the link stays
     check_readable(path)
     checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
+    finished = _finished_result(path)
+    if finished is not None:  # nothing to write: no lock either (a read-only file or directory is fine)
+        return finished
     if not os.stat(path).st_mode & stat.S_IWUSR:  # (its owner's write bit: root may write it all the same)
-        done = Store(path)
-        if done.state == "complete":  # a finished store is returned as it is: nothing to write
-            return done.result
         raise StoreError(f"store {path} is read-only: resuming writes to it (a rebuild by copy would replace it "
                          "all the same); make it writable (chmod u+w) to continue it (reading it needs nothing: "
                          "dlnmomentum.open_store, dlnm inspect)")

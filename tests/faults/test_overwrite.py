@@ -276,3 +276,25 @@ def test_resume_keeps_a_stores_permissions_and_cleans_a_finished_one(problem, st
     os.chmod(copy, 0o600)
     assert dm.resume(str(copy)).status_name == "max_steps"
     assert stat.S_IMODE(os.stat(copy).st_mode) == 0o600
+
+
+def test_a_directory_without_write_permission_is_said_and_a_finished_store_still_resumes(problem, stores, tmp_path,
+                                                                                         monkeypatch):
+    """In a read-only directory `dlnm resume` of a finished store failed with "[Errno 13] Permission denied:
+    'done.h5.lock'" (it needs no lock: nothing to write), and a writer with a raw errno message."""
+    from dlnmomentum.store import files
+
+    path = tmp_path / "done.h5"
+    path.write_bytes(stores["run"].read_bytes())
+    real_open = os.open
+
+    def no_lock_files(name, *args, **kw):  # (as a read-only directory does; the tests may run as root)
+        if str(name).endswith(".lock"):
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_open(name, *args, **kw)
+
+    monkeypatch.setattr(files.os, "open", no_lock_files)
+    assert dm.resume(str(path)).status_name == "max_steps"
+    with pytest.raises(dm.StoreError, match=r"cannot create the lock file .*x.h5.lock of store .*: writing a mgd "
+                                            r"run needs a writable directory"):
+        dm.mgd(problem, 0.01, 0.5, steps=10, store=str(tmp_path / "x.h5"))
