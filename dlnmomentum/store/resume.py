@@ -25,6 +25,7 @@ from .files import (
     CRC_SUFFIX,
     StoreCorruptError,
     StoreError,
+    StoreLockedError,
     WriterLock,
     attr_str,
     clear_status_flags,
@@ -253,15 +254,21 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
     path = real_path(store_path(path))  # through a symlink: the file it leads to is locked and rebuilt, the link stays
     check_readable(path)
     checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
-    finished = _finished_result(path)
-    if finished is not None:  # nothing to write: no lock either (a read-only file or directory is fine)
-        return finished
-    if not os.stat(path).st_mode & stat.S_IWUSR:  # (its owner's write bit: root may write it all the same)
+    if not os.stat(path).st_mode & stat.S_IWUSR and _finished_result(path) is None:
+        # (its owner's write bit: root may write it all the same; a finished store is only read, below)
         raise StoreError(f"store {path} is read-only: resuming writes to it (a rebuild by copy would replace it "
                          "all the same); make it writable (chmod u+w) to continue it (reading it needs nothing: "
                          "dlnmomentum.open_store, dlnm inspect)")
     with deferred_signals() as flag:
-        lock = WriterLock.acquire(path, "resuming")
+        try:
+            lock = WriterLock.acquire(path, "resuming")
+        except StoreLockedError:
+            raise
+        except StoreError:  # no lock file can be made (a read-only directory): a finished store is only read
+            finished = _finished_result(path)
+            if finished is None:
+                raise
+            return finished
         try:
             with signals_held():
                 remove_temporaries(path)
