@@ -12,6 +12,7 @@ from ..store.read import DAMAGED, inspect_json, inspect_lines
 from ..sweeps.execute import inspect_lines as sweep_inspect_lines
 from ..sweeps.execute import open_sweep, store_format
 from ..sweeps.result import summary_dict
+from ..validate import as_store_path
 from .common import EXIT_ERROR, EXIT_OK, add_checkpoint_argument, print_json, print_result, progress_wanted
 
 
@@ -23,6 +24,7 @@ def _sweep_json(path):
 
 
 def _cmd_inspect(args):
+    as_store_path(args.path, "path")  # ('' said "store  does not exist"; a directory is named as one)
     kind = store_kind(args.path)  # one reader per kind of file: run, sweep, network sweep, figure stores
     if kind in ("sweep", "network-sweep"):
         if args.json:
