@@ -267,7 +267,9 @@ def _initial_step(gf, Y0, F0, rtol, atol, t_max):
     n0 = np.sqrt(n0 / count)
     n1 = np.sqrt(n1 / count)
     h = 1e-6 if (n0 < 1e-5 or n1 < 1e-5) else 0.01 * n0 / n1
-    return min(h, t_max)
+    # not below what the run accepts (H_MIN_REL at t = 0): at λ = 1e-12 the guess, about λ, was, and the run
+    # ended "diverged" before its first step; the L-stable method takes that step and the controller grows it
+    return min(max(h, 10.0 * H_MIN_REL), t_max)
 
 
 @njit(**JIT_OPTIONS)

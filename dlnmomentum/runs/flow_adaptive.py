@@ -35,11 +35,11 @@ from .common import check_gradient_form, check_problem, check_record, initial_we
 from .flow import FlowConfig, FlowRun, _initial_velocity, prepare_flow
 from .stepping import (
     ADAPTIVE_MAX_STEPS,
-    DEFAULT_ATOL,
     DEFAULT_MAX_CROSSINGS,
     DEFAULT_RTOL,
     LAM_MAX,
     choose_flow_scheme,
+    default_atol,
     stiffness_estimate,
 )
 
@@ -169,7 +169,7 @@ def make_adaptive_config(problem, lam, t_max, u0, v0, tol=None, gradient="auto",
     check_gradient_form(gradient)
     max_crossings = as_int("max_crossings", max_crossings, low=0, high=10**8)
     rtol = DEFAULT_RTOL if rtol is None else as_float("rtol", rtol, low=1e-15, high=1e-2)
-    atol = DEFAULT_ATOL if atol is None else as_float("atol", atol, low=1e-300, high=1.0)
+    atol = max(default_atol(lam, u0, v0), 1e-300) if atol is None else as_float("atol", atol, low=1e-300, high=1.0)
     max_steps = ADAPTIVE_MAX_STEPS if max_steps is None else as_int("max_steps", max_steps, low=1, high=MAX_STEPS)
     if kappa is None:  # huge data: refused by name, as the fixed-grid flows do
         kappa = check_data_scale(problem, lambda: stiffness_estimate(problem, u0, v0))

@@ -60,8 +60,9 @@ class ImplicitBiasResult:
         Whether ``kkt_residual`` reached ``tol`` (or the rounding floor 8 eps ‖|X||θ|‖/‖y‖ of evaluating Xθ).
     stationarity_residual : float
         ‖Π (∇ψ_Δ(θ) - ∇ψ_Δ(θ̃₀))‖ / ‖∇ψ_Δ(θ) - ∇ψ_Δ(θ̃₀)‖ with Π the projector onto range(Xᵀ)^⊥,
-        recomputed from the returned θ (0 when the denominator is 0).  Holds by construction of θ(ν), up
-        to rounding.
+        recomputed from the returned θ at the Δ asked for (0 when the denominator is 0).  Holds by construction
+        of θ(ν), up to rounding, when ``converged``; where a continuation stage failed it measures how far θ is
+        from stationary at that Δ.
     """
 
     theta: np.ndarray
@@ -98,7 +99,7 @@ def _primal_correction(X, weights, rhs):
     order = np.argsort(-weights, kind="stable")
     root = np.sqrt(weights[order])
     q, r = scipy.linalg.qr(X.T[order] * root[:, None], mode="economic", check_finite=False)
-    if not np.all(np.diag(r) != 0):
+    if r.shape[0] != r.shape[1] or not np.all(np.diag(r) != 0):  # (n > d: X W Xᵀ is singular, R is d × n)
         return None
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         z = scipy.linalg.solve_triangular(r, rhs, trans="T", check_finite=False)
@@ -402,7 +403,10 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, theta0_mirror=None, tol=1e-1
 
     if shift is not None:
         nu = nu + shift
-    grad_gap = 0.5 * (_mirror_coordinate(theta, stage_delta) - a0)
+    if stage_delta is not delta:  # a stage before the last failed: the residual at the Δ asked for, not the stage's
+        a0 = _mirror_coordinate(theta0, delta)
+    with np.errstate(over="ignore", invalid="ignore"):
+        grad_gap = 0.5 * (_mirror_coordinate(theta, delta) - a0)
     gap_norm = float(np.linalg.norm(grad_gap))
     outside = grad_gap - row_space.T @ (row_space @ grad_gap)
     stationarity = float(np.linalg.norm(outside)) / gap_norm if gap_norm > 0 else 0.0
