@@ -21,12 +21,9 @@ from .runs.stepping import DEFAULT_MAX_CROSSINGS
 from .store import run_with_store
 from .store.files import StoreError, StoreExistsError, real_path
 from .store.kinds import (
-    flags_restored_unless_kept,
     repair_left_open,
     require_overwritable,
     require_regular_or_absent,
-    store_kind,
-    wrong_kind,
 )
 from .store.sweep_format import SweepFile
 from .store.sweep_format import lock as sweep_lock
@@ -391,11 +388,7 @@ def repair_left_open_sweep(path):
     to be one of the two; another file is refused as it is (its flags left)."""
     lock = sweep_lock(path)
     try:
-        with flags_restored_unless_kept(path) as keep:
-            kind = store_kind(path)
-            if kind not in ("sweep", "network-sweep"):
-                raise wrong_kind(path, kind, "sweep", "resume")
-            keep()
+        repair_left_open(path, ("sweep", "network-sweep"))
     finally:
         lock.release()
 

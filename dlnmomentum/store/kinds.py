@@ -173,13 +173,16 @@ def flags_restored_unless_kept(path):
 
 
 def repair_left_open(path, wanted):
-    """For a resume of a ``wanted`` store (its writer lock held): clear the flags a writer killed outside SWMR mode
-    left (the sweep writers open the file outside SWMR mode for each wave), once the file is known to be of that
-    kind; a file of another kind (or not the package's) is refused by :func:`require_kind` and left as it was.
-    Returns True when the flags were cleared."""
+    """For a resume of a ``wanted`` store (a kind, or a tuple of kinds; its writer lock held): clear the flags a
+    writer killed outside SWMR mode left (the sweep writers open the file outside SWMR mode for each wave), once the
+    file is known to be of that kind; a file of another kind (or not the package's) is refused as
+    :func:`require_kind` refuses it, and left as it was. Returns True when the flags were cleared."""
     if not left_open(path):
         return False
+    kinds = (wanted,) if isinstance(wanted, str) else tuple(wanted)
     with flags_restored_unless_kept(path) as keep:
-        require_kind(path, wanted, action="resume")
+        kind = store_kind(path)
+        if kind not in kinds:
+            raise wrong_kind(path, kind, kinds[0], "resume")
         keep()
     return True
