@@ -254,11 +254,13 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
     path = real_path(store_path(path))  # through a symlink: the file it leads to is locked and rebuilt, the link stays
     check_readable(path)
     checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
-    if not os.stat(path).st_mode & stat.S_IWUSR and _finished_result(path) is None:
-        # (its owner's write bit: root may write it all the same; a finished store is only read, below)
-        raise StoreError(f"store {path} is read-only: resuming writes to it (a rebuild by copy would replace it "
-                         "all the same); make it writable (chmod u+w) to continue it (reading it needs nothing: "
-                         "dlnmomentum.open_store, dlnm inspect)")
+    if not os.stat(path).st_mode & stat.S_IWUSR:  # (its owner's write bit: root may write it all the same)
+        finished = _finished_result(path)  # a finished store is only read (no writer writes a read-only file)
+        if finished is None:
+            raise StoreError(f"store {path} is read-only: resuming writes to it (a rebuild by copy would replace it "
+                             "all the same); make it writable (chmod u+w) to continue it (reading it needs nothing: "
+                             "dlnmomentum.open_store, dlnm inspect)")
+        return finished
     with deferred_signals() as flag:
         try:
             lock = WriterLock.acquire(path, "resuming")
