@@ -13,6 +13,7 @@ import numpy as np
 from .kernels.layout import N_REC_VECTORS
 from .record import SCALAR_FIELDS, VECTOR_FIELDS
 from .status import Status
+from .theory._float64 import norm2  # noqa: F401 (the summaries' norm, re-exported for the run kinds)
 
 #: A run that is not ``converged`` and ends above this train loss gets a warning with its prediction (the
 #: theorems describe the limit); the threshold of the paper's Figure 4 and of sweeps' ``theory_tol``.
@@ -22,18 +23,6 @@ PREDICTION_TRAIN_LOSS = 1e-8
 def test_loss_text(value):
     """A summary's test loss: ``nan`` is said to be the absent test set (the one way it is NaN)."""
     return "nan (no test set)" if np.isnan(value) else f"{value:.6e}"
-
-
-def norm2(x):
-    """‖x‖₂ as ``np.linalg.norm`` computes it where the sum of squares is finite, else scaled by max|x| (a diverged
-    run's Δ of 1e180 has a finite norm, which the plain sum of squares overflows to inf)."""
-    x = np.asarray(x, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        plain = float(np.linalg.norm(x))
-        if np.isfinite(plain) or not np.all(np.isfinite(x)):
-            return plain
-        scale = float(np.abs(x).max())
-        return scale * float(np.linalg.norm(x / scale))
 
 
 def readonly(arr, dtype=None):

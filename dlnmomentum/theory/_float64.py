@@ -3,7 +3,8 @@
 * :data:`EPS`, the float64 machine epsilon, which sets the rounding floors of the implicit-bias solver and
   the rank tolerance of the range check;
 * :func:`scalar_or_array`, the return convention of the element-wise functions: scalar input (a 0-d
-  result) gives a Python float, array input an array of the broadcast shape.
+  result) gives a Python float, array input an array of the broadcast shape;
+* :func:`norm2`, the Euclidean norm without overflow or underflow of its squares (summaries, relative distances).
 """
 
 import numpy as np
@@ -14,3 +15,19 @@ EPS = np.finfo(np.float64).eps
 def scalar_or_array(arr):
     """Return a Python float for 0-d results, the array otherwise."""
     return float(arr) if np.ndim(arr) == 0 else arr
+
+
+#: A largest entry within [1/_PLAIN_NORM_LIMIT, _PLAIN_NORM_LIMIT] leaves the sum of squares a normal float64.
+_PLAIN_NORM_LIMIT = 1e150
+
+
+def norm2(x):
+    """‖x‖₂: ``np.linalg.norm`` as it is (the same bits) where the largest |entry| s is within [1e-150, 1e150], else
+    s‖x/s‖₂ (a diverged run's Δ of 1e180 has a finite norm that the plain sum of squares overflows to inf; a θ of
+    1e-300, one that it rounds to 0). NaN or inf entries give what ``np.linalg.norm`` gives."""
+    x = np.asarray(x, dtype=np.float64)
+    s = float(np.abs(x).max(initial=0.0))
+    if 0.0 < s < np.inf and not 1.0 / _PLAIN_NORM_LIMIT <= s <= _PLAIN_NORM_LIMIT:
+        return s * float(np.linalg.norm(x / s))
+    with np.errstate(invalid="ignore"):
+        return float(np.linalg.norm(x))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..validate import as_array, as_design, as_real_array, as_real_vector
+from ._float64 import norm2
 from .implicit_bias_solver import DELTA_MAX, implicit_bias
 
 
@@ -37,18 +38,15 @@ class Prediction:
     normalized_distance: float
 
 
-def _scaled_norm(v):
-    """‖v‖₂ computed as s‖v/s‖₂ with s = max|v| (no overflow or underflow of the squares)."""
-    s = float(np.abs(v).max(initial=0.0))
-    return 0.0 if s == 0.0 else s * float(np.linalg.norm(v / s))
-
-
 def _relative_distance(a, b):
-    """‖a - b‖ / ‖b‖; 0 when a = b = 0 and inf when only b is 0, so a zero prediction is never divided by. Each
-    norm is taken scaled by its largest entry (a run's θ of 1e300 is a finite distance that plain sums of squares
-    overflow; inf only where the ratio itself exceeds float64)."""
-    nb = _scaled_norm(b)
-    diff = 2.0 * _scaled_norm(0.5 * a - 0.5 * b)  # (halved: a - b itself may overflow)
+    """‖a - b‖ / ‖b‖; 0 when a = b = 0 and inf when only b is 0, so a zero prediction is never divided by. The norms
+    are :func:`._float64.norm2` (a run's θ of 1e300 is a finite distance that plain sums of squares overflow; inf
+    only where the ratio itself exceeds float64)."""
+    nb = norm2(b)
+    with np.errstate(over="ignore"):
+        diff = norm2(a - b)
+    if not np.isfinite(diff) and np.all(np.isfinite(a)) and np.all(np.isfinite(b)):
+        diff = 2.0 * norm2(0.5 * a - 0.5 * b)  # (a - b itself overflowed)
     if nb == 0.0:
         return 0.0 if diff == 0.0 else float("inf")
     return diff / nb
