@@ -30,7 +30,7 @@ from .runs.quadratic import (
     heavy_ball_quadratic_path,
     quadratic_flow,
 )
-from .status import CONVERGED, DIVERGED, INTERRUPTED, MAX_STEPS, RUNNING, STATUS_MESSAGES, Status
+from .status import CONVERGED, DIVERGED, INTERRUPTED, MAX_STEPS, RUNNING, STALLED, STATUS_MESSAGES, Status
 from .store import StoreBusyError, StoreCorruptError, StoreError, open_store, resume
 from .sweeps.execute import open_sweep
 from .sweeps.grid import parse_grid
@@ -40,7 +40,7 @@ from .sweeps.result import Sweep
 __version__ = "0.6.0"
 
 __all__ = [
-    "CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STATUS_MESSAGES", "Status",
+    "CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STALLED", "STATUS_MESSAGES", "Status",
     "MGDConfig", "MGDResult", "Problem", "Record", "Trajectory",
     "batch_indices", "heavy_ball_quadratic", "mgd", "sparse_regression",
     "QuadraticFlowPath", "QuadraticPath", "heavy_ball_quadratic_path", "quadratic_flow",

@@ -21,9 +21,10 @@ CONVERGED = Status.CONVERGED
 MAX_STEPS = Status.MAX_STEPS
 DIVERGED = Status.DIVERGED
 INTERRUPTED = Status.INTERRUPTED
+STALLED = Status.STALLED
 
 #: Statuses that end a run for good (a store holding one is complete).
-TERMINAL = (CONVERGED, MAX_STEPS, DIVERGED)
+TERMINAL = (CONVERGED, MAX_STEPS, DIVERGED, STALLED)
 
 #: code -> message (kept for code written against 0.2.0: ``dm.STATUS_MESSAGES``).
 STATUS_MESSAGES = {s: s.message for s in Status}

@@ -49,6 +49,12 @@ from .flow_rodas import (
     FAC_MAX,
     FAC_MIN,
     FAILED,
+    FLOOR_COUNT,
+    FLOOR_FACTOR,
+    FLOOR_GAIN,
+    FLOOR_POINT,
+    FLOOR_REF,
+    FLOOR_STEPS,
     H_LAST,
     H_MIN_REL,
     H_NEXT,
@@ -80,8 +86,8 @@ from .flow_rodas_gf import (
     _workspace_mirror,
 )
 from .layout import REC_DELTA, REC_THETA, REC_W_MINUS, REC_W_PLUS
-from .mgd import _half_mean_square_residual, _record_losses
-from .status import CONVERGED, DIVERGED, MAX_STEPS, RUNNING
+from .mgd import _half_mean_square_residual, _loss_rounding_scale, _record_losses
+from .status import CONVERGED, DIVERGED, MAX_STEPS, RUNNING, STALLED
 
 
 @njit(**JIT_OPTIONS)
@@ -273,6 +279,22 @@ def _initial_step(gf, Y0, F0, rtol, atol, t_max):
 
 
 @njit(**JIT_OPTIONS)
+def _at_rounding_floor(X, y, theta, loss, x_max, y_max):
+    """Whether ``loss`` is at most FLOOR_FACTOR times :func:`.mgd._loss_rounding_scale` at θ (``x_max``, ``y_max``:
+    the largest |X| and |y|, which bound that scale by ½(ε(x_max‖θ‖₁ + y_max))² and spare its O(nd) pass while
+    the loss is far above it)."""
+    if not np.isfinite(loss):  # (an overflowed loss is not at a floor, whatever its scale)
+        return False
+    l1 = 0.0
+    for j in range(theta.shape[0]):
+        l1 += abs(theta[j])
+    bound = 2.220446049250313e-16 * (x_max * l1 + y_max)
+    if loss > FLOOR_FACTOR * 0.5 * bound * bound:
+        return False
+    return loss <= FLOOR_FACTOR * _loss_rounding_scale(X, y, theta)
+
+
+@njit(**JIT_OPTIONS)
 def _rodas_advance(
     X, XT, y, H, b, X_test, y_test, w_init, lam, mode, tol, t_max, rtol, atol,
     fstate, istate, counters, sstate, dense, n_steps,
@@ -294,8 +316,16 @@ def _rodas_advance(
     call returns before a step whose row would not fit.
 
     Returns ``RUNNING``, ``CONVERGED`` (train loss ``<= tol`` at an accepted point, checked before
-    stepping), ``MAX_STEPS`` (t = t_max) or ``DIVERGED`` (the step size underflowed; the state is
-    the last accepted point and ``sstate[FAILED] = 1``).
+    stepping), ``MAX_STEPS`` (t = t_max), ``DIVERGED`` (the step size underflowed; the state is
+    the last accepted point and ``sstate[FAILED] = 1``) or ``STALLED``.
+
+    The stall rule (runs with a ``tol``): a loss at float64's rounding floor (at most FLOOR_FACTOR times
+    :func:`.mgd._loss_rounding_scale`) no longer measures progress, and at the floor the controller's error
+    estimate is rounding noise that keeps the step size bounded (about 1e6 on the paper's problem), so a tol
+    below the floor with a large t_max took the whole budget of 1e8 steps (half an hour). A run whose loss
+    stays at the floor for FLOOR_STEPS accepted points in a row, without falling under FLOOR_GAIN times the loss
+    where that count started, ends ``STALLED`` at its last point. The count is solver state (``sstate``), so
+    chunks and resumes do not change where a run stalls; a run that reaches its tol never meets the rule.
     """
     n = X.shape[0]
     d = fstate.shape[1]
@@ -337,6 +367,13 @@ def _rodas_advance(
             Y1[r, i] = fstate[r, i]  # (rows a step leaves alone, as J± of a crossed coordinate, stay)
     n_record = record_times.shape[0]
     capacity = rec_step.shape[0]
+    x_max = 0.0  # (bounds of the stall rule's cheap test)
+    y_max = 0.0
+    if tol >= 0.0:
+        for m in range(n):
+            y_max = max(y_max, abs(y[m]))
+            for j in range(d):
+                x_max = max(x_max, abs(X[m, j]))
     if gf:
         for i in range(d):
             Z0[MIRROR_P, i] = Y0[P_INT, i]
@@ -387,9 +424,24 @@ def _rodas_advance(
                 wp = Y0[W_PLUS, i]
                 wm = Y0[W_MINUS, i]
                 theta[i] = (wp * wp - wm * wm) * 0.25
-            if _half_mean_square_residual(X, y, theta) <= tol:
+            loss = _half_mean_square_residual(X, y, theta)
+            if loss <= tol:
                 status = CONVERGED
                 break
+            point = counters[STEPS_DONE] + 1.0
+            if sstate[FLOOR_POINT] != point:  # (a later call sees the same point again: counted once)
+                sstate[FLOOR_POINT] = point
+                if _at_rounding_floor(X, y, theta, loss, x_max, y_max):
+                    if sstate[FLOOR_COUNT] == 0.0 or loss < FLOOR_GAIN * sstate[FLOOR_REF]:
+                        sstate[FLOOR_COUNT] = 1.0
+                        sstate[FLOOR_REF] = loss
+                    else:
+                        sstate[FLOOR_COUNT] += 1.0
+                else:
+                    sstate[FLOOR_COUNT] = 0.0
+                if sstate[FLOOR_COUNT] > FLOOR_STEPS:
+                    status = STALLED
+                    break
         if taken >= n_steps:
             break
         h = sstate[H_NEXT]

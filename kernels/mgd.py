@@ -112,6 +112,22 @@ def _half_mean_square_residual(X, y, theta):
 
 
 @njit(**JIT_OPTIONS)
+def _loss_rounding_scale(X, y, theta):
+    """Σ_m (ε·(Σ_j |X_mj θ_j| + |y_m|))²/(2n), ε = 2⁻⁵²: the train loss that one rounding of each term of the
+    residual Xθ − y leaves, the scale under which :func:`_half_mean_square_residual` cannot resolve progress."""
+    n = X.shape[0]
+    d = theta.shape[0]
+    eps = 2.220446049250313e-16
+    total = 0.0
+    for m in range(n):
+        a = abs(y[m])
+        for j in range(d):
+            a += abs(X[m, j] * theta[j])
+        total += (eps * a) * (eps * a)
+    return total / (2.0 * n)
+
+
+@njit(**JIT_OPTIONS)
 def _axpy_columns(A, coef, count, out):
     """out[i] = Σ_{j<count} A[j, i]·coef[j], summed over j in increasing order with fused multiply-adds.
 

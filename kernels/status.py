@@ -10,6 +10,7 @@ CONVERGED = 1
 MAX_STEPS = 2
 DIVERGED = 3
 INTERRUPTED = 4
+STALLED = 5
 
 #: ``(code, name, message)`` of every status, in code order.
 TABLE = (
@@ -18,4 +19,6 @@ TABLE = (
     (MAX_STEPS, "max_steps", "max_steps: the step/time budget was used up"),
     (DIVERGED, "diverged", "diverged: an iterate became non-finite or overflowed"),
     (INTERRUPTED, "interrupted", "interrupted: stopped early on request (Ctrl-C / signal)"),
+    (STALLED, "stalled", "stalled: the train loss stayed at float64's rounding floor, above tol (tol cannot be "
+                         "reached)"),
 )

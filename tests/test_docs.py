@@ -84,7 +84,7 @@ def _documented_api_names():
 
 
 #: Top-level names documented as members of another page (the Status constants) rather than on their own.
-STATUS_CONSTANTS = {"CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STATUS_MESSAGES"}
+STATUS_CONSTANTS = {"CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STALLED", "STATUS_MESSAGES"}
 
 
 def test_every_public_name_has_an_api_page():

@@ -14,13 +14,13 @@ from ..sweeps.grid import parse_grid
 from ..validate import MAX_STEPS
 
 #: Exit codes of ``dlnm`` (also listed by ``dlnm --help``).
-EXIT_OK = 0           # finished: converged or used its budget; a sweep complete; a command done
+EXIT_OK = 0           # finished: converged, used its budget or stalled; a sweep complete; a command done
 EXIT_DIVERGED = 1     # the run diverged (its result and store are still written)
 EXIT_ERROR = 2        # bad arguments or input, a missing, locked or damaged file (message on stderr)
 EXIT_INTERRUPTED = 130  # stopped by Ctrl-C, SIGTERM or SIGHUP; the state is kept and can be resumed
 EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`dlnm inspect X | head`): 128 + SIGPIPE, no message
 
-EXIT_CODES_HELP = (f"exit codes: {EXIT_OK} finished (converged or budget used; sweep complete), "
+EXIT_CODES_HELP = (f"exit codes: {EXIT_OK} finished (converged, budget used or stalled; sweep complete), "
                    f"{EXIT_DIVERGED} the run diverged, {EXIT_ERROR} bad input or an unusable file, "
                    f"{EXIT_INTERRUPTED} interrupted (Ctrl-C/SIGTERM/SIGHUP; resume with dlnm resume or "
                    f"dlnm sweep --resume), {EXIT_BROKEN_PIPE} the reader of the output went away (| head)")

@@ -53,7 +53,8 @@ def register(subparsers):
                    "curvature)")
     p.add_argument("--alpha", type=float, default=0.01, help="initialisation scale (u0 = alpha, v0 = 0)")
     p.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol (status converged; "
-                   "without it a run ends at --t-max, status max_steps)")
+                   "without it a run ends at --t-max, status max_steps; with rodas, a tol below the loss's float64 "
+                   "rounding floor ends the run 'stalled' there)")
     p.add_argument("--no-refine-start", action="store_true", help="no refined steps at the start")
     p.add_argument("--scheme", choices=("auto", "rk4", "exp-rk4", "rodas"), default="auto",
                    help="stepper: classic RK4, the exponential RK4 (the fast mode -1/lambda exactly: a step set by "

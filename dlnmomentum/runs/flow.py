@@ -344,7 +344,12 @@ class FlowRun(RunStateMixin):
         return cls(problem, config, np.asarray(u0, dtype=float), np.asarray(v0, dtype=float),
                    None if u_dot0 is None else np.asarray(u_dot0, dtype=float),
                    None if v_dot0 is None else np.asarray(v_dot0, dtype=float),
-                   np.asarray(description["schedule"], dtype=np.int64))
+                   cls._stored_schedule(description))
+
+    @staticmethod
+    def _stored_schedule(description):
+        """The record schedule of a stored description: step numbers (the adaptive run's are times)."""
+        return np.asarray(description["schedule"], dtype=np.int64)
 
     def time_of_step(self, step):
         return np.asarray(step, dtype=np.float64) * self.config.h

@@ -93,9 +93,13 @@ class AdaptiveFlowRun(FlowRun):
     def rebuild(cls, problem, description, u0, v0):
         """A fresh run equal to the one that produced ``description``."""
         run = super().rebuild(problem, description, u0, v0)
-        run.schedule = np.asarray(description["schedule"], dtype=np.float64)
         run.record_accepted = bool(description.get("record_accepted", False))  # (absent before 0.6.0)
         return run
+
+    @staticmethod
+    def _stored_schedule(description):
+        # record times, which reach t_max (up to 1e300): never through int64
+        return np.asarray(description["schedule"], dtype=np.float64)
 
     def description(self, arrays=False):
         out = super().description(arrays)
@@ -158,6 +162,14 @@ class AdaptiveFlowRun(FlowRun):
         out = super().state_arrays()
         out.update(sstate=self.sstate, dense=self.dense)
         return out
+
+    def load_state_arrays(self, arrays):
+        """As the base class; a checkpoint written before the stall rule (an ``sstate`` of
+        ``N_SSTATE_BEFORE_STALL`` entries, 0.6.0 development) continues with that rule's count at 0."""
+        sstate = np.asarray(arrays["sstate"])
+        if sstate.shape == (KR.N_SSTATE_BEFORE_STALL,):
+            arrays = dict(arrays, sstate=np.concatenate([sstate, np.zeros(KR.N_SSTATE - sstate.size)]))
+        super().load_state_arrays(arrays)
 
 
 def make_adaptive_config(problem, lam, t_max, u0, v0, tol=None, gradient="auto", max_crossings=DEFAULT_MAX_CROSSINGS,

@@ -133,13 +133,15 @@ def no_theory(d, reason=TheoryReason.NOT_REQUESTED):
 
 
 def converged(status, train_loss, theory_tol):
-    """The theorems' premise: status ``converged``, or ``max_steps`` with a final train loss ``<= theory_tol``.
+    """The theorems' premise: status ``converged``, or ``max_steps`` or ``stalled`` with a final train loss
+    ``<= theory_tol``.
 
     Element-wise for arrays (the figures' marks use the same rule as the theory fields).
     """
     with np.errstate(invalid="ignore"):
-        return (np.asarray(status) == Status.CONVERGED) | ((np.asarray(status) == Status.MAX_STEPS)
-                                                         & (np.asarray(train_loss) <= theory_tol))
+        status = np.asarray(status)
+        ended = (status == Status.MAX_STEPS) | (status == Status.STALLED)
+        return (status == Status.CONVERGED) | (ended & (np.asarray(train_loss) <= theory_tol))
 
 
 def theory_fields(problem, theta, delta_inf, theta0_tilde, status, train_loss, theory_tol, theta0_mirror=None):
