@@ -36,6 +36,7 @@ def kkt_residuals(X, y, theta, delta, theta0):
     delta = np.broadcast_to(delta, theta.shape)
     theta0 = np.broadcast_to(theta0, theta.shape)
     gap = 0.5 * (np.arcsinh(2 * theta / delta) - np.arcsinh(2 * theta0 / delta))
+    gap = gap / np.abs(gap).max()                 # (a ratio: scaled so that the squares of a tiny gap do not underflow)
     null = scipy.linalg.null_space(X)
     stationarity = np.linalg.norm(null.T @ gap) / np.linalg.norm(gap)
     return primal, stationarity
@@ -787,3 +788,39 @@ def test_maps_at_the_ends_of_float64():
             assert _relative_ulps(mp.mpf(theory.lam_central(gamma, beta)), ref) < 4, (gamma, beta)
     with pytest.raises(ValueError, match="beta_hat rounds to 1"):
         theory.accelerate(1e300, 0.5, 1e-200)
+
+
+@pytest.mark.parametrize("y_exp, delta", [(-1000, 2.0**-1000), (-660, 1.0), (665, 1.0), (1000, 2.0**490),
+                                          (1000, 2.0**-20)])
+def test_implicit_bias_far_from_unit_scale(y_exp, delta):
+    """A y of 1e-300 or 1e-200 was 'solved' by θ = 0 with converged=True (‖y‖ and the residual norms underflowed
+    to 0); at 1e200 and beyond no Δ converged (overflow in Xθ). Checked by the independent KKT conditions on the
+    exactly unscaled problem (powers of two), which the problem at 2⁻ᵏ(y, Δ, θ̃₀) satisfies iff this one does."""
+    X, y, _ = sparse_regression(6, 10, 3, 4)
+    scale = 2.0**y_exp
+    theta0 = 1e-3 * np.random.default_rng(4).normal(size=10) * scale
+    res = theory.implicit_bias(X, y * scale, delta, theta0)
+    assert res.converged and np.all(np.isfinite(res.theta)) and np.any(res.theta != 0.0)
+    primal, stationarity = kkt_residuals(X, y, res.theta / scale, delta / scale, theta0 / scale)
+    assert primal < 1e-10 and stationarity < 1e-8, (primal, stationarity)
+
+
+def test_implicit_bias_does_not_call_zero_a_solution_of_a_tiny_y():
+    """θ/Δ ~ 1e-300 is beyond the dual solver (its values underflow): that is a failure, not θ = 0 'converged'."""
+    X, y, _ = sparse_regression(6, 10, 3, 4)
+    res = theory.implicit_bias(X, y * 1e-300, 1.0, raise_on_failure=False)
+    assert not res.converged or np.linalg.norm(X @ (res.theta * 1e300) - y) < 1e-8 * np.linalg.norm(y)
+
+
+@pytest.mark.parametrize("x_scale, y_scale", [(1.0, 1e-8), (1.0, 1e-300), (1.0, 1e150), (1.0, 1e300),
+                                              (1e-300, 1.0), (1e200, 1e-100)])
+def test_min_l1_interpolator_far_from_unit_scale(x_scale, y_scale):
+    """HiGHS's absolute tolerances: a y of 1e-8 gave θ = 0 (accepted as feasible), a y of 1e150 a model error.
+    Reference: the best basic solution by enumeration, which scales exactly as y_scale / x_scale."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(2, 6))
+    y = rng.normal(size=2)
+    best = min(np.abs(np.linalg.solve(X[:, list(cols)], y)).sum() for cols in itertools.combinations(range(6), 2))
+    theta = theory.min_l1_interpolator(X * x_scale, y * y_scale) / (y_scale / x_scale)
+    assert np.abs(theta).sum() == pytest.approx(best, rel=1e-9)
+    np.testing.assert_allclose(X @ theta, y, atol=1e-10)
