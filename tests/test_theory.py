@@ -7,6 +7,7 @@ a brute-force vertex enumeration (minimum-ℓ1 interpolator).
 """
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -35,6 +36,7 @@ def kkt_residuals(X, y, theta, delta, theta0):
     delta = np.broadcast_to(delta, theta.shape)
     theta0 = np.broadcast_to(theta0, theta.shape)
     gap = 0.5 * (np.arcsinh(2 * theta / delta) - np.arcsinh(2 * theta0 / delta))
+    gap = gap / np.abs(gap).max()                 # (a ratio: scaled so that the squares of a tiny gap do not underflow)
     null = scipy.linalg.null_space(X)
     stationarity = np.linalg.norm(null.T @ gap) / np.linalg.norm(gap)
     return primal, stationarity
@@ -671,3 +673,154 @@ def test_object_arrays_of_strings_or_none_are_not_numbers():
         theory.implicit_bias(X, np.ones(2), 1.0)
     with pytest.raises(TypeError, match=r"gamma must be real-valued, got None"):
         theory.lam(np.array([None], dtype=object), 0.5)
+
+
+# ------------------------------------------------------------------------------------------------
+# Float64's ends: finite where the exact value is representable, a ValueError saying so where it is not
+# ------------------------------------------------------------------------------------------------
+
+_HUGE = 1.7e308
+_EXTREME_THETAS = [0.0, 1e-310, -1e-300, 1e-160, 1.0, -1e20, 1e160, -1e300, 1e306, -1e307, _HUGE]
+_EXTREME_DELTAS = [5e-324, 1e-310, 1e-300, 1.0, 1e300, 1e306, _HUGE]
+
+
+def _mp_entropy_stable(mp, t, d):
+    """ψ_Δ(θ) with sqrt(4θ² + Δ²) - Δ written as 4θ²/(sqrt(4θ² + Δ²) + Δ) (exact algebra, no cancellation)."""
+    t, d = mp.mpf(t), mp.mpf(d)
+    return (2 * t * mp.asinh(2 * t / d) - 4 * t * t / (mp.sqrt(4 * t * t + d * d) + d)) / 4
+
+
+def _check_against(mp, value_or_error, ref, ulps, what):
+    """A value within ``ulps`` of ``ref`` where ``ref`` is a normal float64, within 1e-320 of it where it is
+    subnormal (products of subnormals keep few digits), and a ValueError naming float64's range where |ref| exceeds
+    1.8e308."""
+    if abs(ref) > np.finfo(float).max:
+        assert isinstance(value_or_error, ValueError), (what, value_or_error, ref)
+        assert "beyond float64's range" in str(value_or_error), (what, value_or_error)
+        return
+    assert not isinstance(value_or_error, Exception), (what, value_or_error, ref)
+    assert np.isfinite(value_or_error), (what, value_or_error, ref)
+    if abs(ref) >= np.finfo(float).tiny:
+        assert _relative_ulps(mp.mpf(value_or_error), ref) < ulps, (what, value_or_error, ref)
+    else:
+        assert abs(mp.mpf(value_or_error) - ref) <= 1e-320, (what, value_or_error, ref)
+
+
+def _value_or_error(function, *args):
+    """``function(*args)``, or the ValueError it raised; a RuntimeWarning fails the test."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            return function(*args)
+        except ValueError as exc:
+            return exc
+
+
+def test_entropy_gradient_and_hessian_at_the_ends_of_float64():
+    """Before: ψ_Δ(1e306, 1) was inf (a RuntimeWarning), ∇ψ(1.7e308) at Δ = 1e306 off by 3e-7 (arcsinh x ~ ln 2x
+    used at x = 340 where 2θ overflowed), ∇²ψ(1.7e308) = 0 instead of 2.9e-309, ∇²ψ(0) at Δ = 1e-310 inf."""
+    mp = pytest.importorskip("mpmath")
+    with mp.workdps(60):
+        for t, d in itertools.product(_EXTREME_THETAS, _EXTREME_DELTAS):
+            psi = _value_or_error(theory.hyperbolic_entropy, t, d)
+            grad = _value_or_error(theory.hyperbolic_entropy_grad, t, d)
+            hess = _value_or_error(theory.hyperbolic_entropy_hess, t, d)
+            _check_against(mp, psi, _mp_entropy_stable(mp, t, d), 8, ("psi", t, d))
+            _check_against(mp, grad, mp.asinh(2 * mp.mpf(t) / mp.mpf(d)) / 2, 4, ("grad", t, d))
+            _check_against(mp, hess, 1 / mp.sqrt(4 * mp.mpf(t) ** 2 + mp.mpf(d) ** 2), 4, ("hess", t, d))
+    with pytest.raises(ValueError, match=r"hyperbolic_entropy is beyond float64's range .*sum over the last axis"):
+        theory.hyperbolic_entropy([4e307] * 3, 1e306)                 # each term 8.2e307, their sum is not finite
+
+
+def test_bregman_at_the_ends_of_float64():
+    """Before: D(0, 1.7e308) at Δ = 1 was inf (exact 8.5e307: the weight P ~ 2θ overflowed), D(1e307, -1e307) at
+    Δ = 1e300 inf (exact 1.75e308), D(2e305, 0) at Δ = 1e-300 inf (exact 1.39e308), D(0, 1) at Δ = 5e-324 NaN (0/0),
+    and a D beyond 1.8e308 came back as inf or NaN."""
+    mp = pytest.importorskip("mpmath")
+    thetas = [0.0, 1e-310, 1e-160, 1.0, 1e160, 2e305, 1e307, _HUGE]
+    deltas = [5e-324, 1e-300, 1.0, 1e300, _HUGE]
+    cases = [(s1 * t1, s2 * t2, d) for t1, t2, d in itertools.product(thetas, thetas, deltas)
+             for s1, s2 in ((1, 1), (1, -1))]
+    cases += [(t, t * (1 + 2.0**-50), d) for t in (1e-300, 1.0, 1e300, _HUGE / 2) for d in (5e-324, 1.0, _HUGE)]
+    with mp.workdps(1400):                                 # the definition cancels over up to ~1300 digits here
+        for t1, t2, d in cases:
+            ref = _mp_bregman(mp, t1, t2, d)
+            value = _value_or_error(theory.bregman, t1, t2, d)
+            _check_against(mp, value, ref, 16, (t1, t2, d))
+    with pytest.raises(ValueError, match=r"bregman is beyond float64's range .*sum over the last axis"):
+        theory.bregman([4e307] * 3, 0.0, 1e306)
+
+
+def test_reference_mirror_at_the_ends_of_float64():
+    """Before: w₊₀ = 1e-300 against w₋₀ = 1 with S₊ = -700 gave a₀ = -18.4 instead of +18.4 (ln(w₊₀/w₋₀) taken as
+    log1p(w₊₀/w₋₀ - 1) = -inf), and Δ = 1.7e308 gave 0 (ln 2Δ = inf) where a₀ = 690."""
+    mp = pytest.importorskip("mpmath")
+    cases = [(1e-300, 1.0, -700.0, 0.0, 1.0), (1e-300, 1.0, -700.0, 0.0, 1e-300), (1e-300, 1.0, -700.0, 300.0, 1e300),
+             (1e-300, 1.0, -700.0, -700.0, _HUGE), (1e-300, 1e-300, -700.0, 0.0, _HUGE),
+             (1e200, 1e-200, 500.0, -420.0, 1.0), (1e-200, -1e200, -420.0, 500.0, 1.0), (0.3, 0.01, 0.0, -3.0, 1e-3)]
+    with mp.workdps(60):
+        for wp, wm, sp, sm, d in cases:
+            theta = (mp.mpf(wp) ** 2 * mp.exp(-2 * mp.mpf(sp)) - mp.mpf(wm) ** 2 * mp.exp(-2 * mp.mpf(sm))) / 4
+            ref = mp.asinh(2 * theta / mp.mpf(d))
+            got = theory.reference_mirror(wp, wm, sp, sm, d)
+            assert abs(mp.mpf(got) - ref) <= 1e-13 * max(1, abs(ref)), (wp, wm, sp, sm, d, got, ref)
+
+
+def test_maps_at_the_ends_of_float64():
+    """Before: small_lambda_bound said 'y must not be identically zero' for y = 1e-300 (‖y‖ underflowed), gave inf
+    for ‖y‖ = 1e-160 (exact 4e319, not representable: now a ValueError) and for Δ₀ = 1.7e308, ‖y‖ = 2.2 (exact 7e307),
+    0 or NaN for ‖y‖ ≥ 1e160 (exact 4e-21 at Δ₀ = 1e300); lam_central(1.7e308, 0.1) was refused though it is
+    1.15e308; accelerate(1e300, 0.5, 1e-200) blamed gamma_hat (1e-100), not beta_hat, which rounds to 1."""
+    mp = pytest.importorskip("mpmath")
+    X = np.ones((2, 3))
+    with mp.workdps(60):
+        for scale in (1e-300, 1e-200, 1e-160, 1e-20, 1.0, 1e20, 1e160, 1e300):
+            y = np.array([scale, -2.0 * scale])
+            for d0 in (0.0, 5e-324, 1e-300, 1.0, 1e300, _HUGE):
+                ref = 2 * mp.mpf(d0) / (mp.mpf(scale) ** 2 * 5)
+                got = _value_or_error(theory.small_lambda_bound, X, y, d0)
+                if ref != 0 and abs(ref) < mp.mpf(2) ** -1075:            # rounds to 0
+                    assert isinstance(got, ValueError) and "below 4.9e-324" in str(got), (scale, d0, got)
+                else:
+                    _check_against(mp, got, ref, 4, (scale, d0))
+        for gamma, beta in ((1.7e308, 0.1), (5e-324, 1 - 1e-10)):
+            ref = mp.mpf(gamma) * (1 + mp.mpf(beta)) / (2 * (1 - mp.mpf(beta)) ** 2)
+            assert _relative_ulps(mp.mpf(theory.lam_central(gamma, beta)), ref) < 4, (gamma, beta)
+    with pytest.raises(ValueError, match="beta_hat rounds to 1"):
+        theory.accelerate(1e300, 0.5, 1e-200)
+
+
+@pytest.mark.parametrize("y_exp, delta", [(-1000, 2.0**-1000), (-660, 1.0), (665, 1.0), (1000, 2.0**490),
+                                          (1000, 2.0**-20)])
+def test_implicit_bias_far_from_unit_scale(y_exp, delta):
+    """A y of 1e-300 or 1e-200 was 'solved' by θ = 0 with converged=True (‖y‖ and the residual norms underflowed
+    to 0); at 1e200 and beyond no Δ converged (overflow in Xθ). Checked by the independent KKT conditions on the
+    exactly unscaled problem (powers of two), which the problem at 2⁻ᵏ(y, Δ, θ̃₀) satisfies iff this one does."""
+    X, y, _ = sparse_regression(6, 10, 3, 4)
+    scale = 2.0**y_exp
+    theta0 = 1e-3 * np.random.default_rng(4).normal(size=10) * scale
+    res = theory.implicit_bias(X, y * scale, delta, theta0)
+    assert res.converged and np.all(np.isfinite(res.theta)) and np.any(res.theta != 0.0)
+    primal, stationarity = kkt_residuals(X, y, res.theta / scale, delta / scale, theta0 / scale)
+    assert primal < 1e-10 and stationarity < 1e-8, (primal, stationarity)
+
+
+def test_implicit_bias_does_not_call_zero_a_solution_of_a_tiny_y():
+    """θ/Δ ~ 1e-300 is beyond the dual solver (its values underflow): that is a failure, not θ = 0 'converged'."""
+    X, y, _ = sparse_regression(6, 10, 3, 4)
+    res = theory.implicit_bias(X, y * 1e-300, 1.0, raise_on_failure=False)
+    assert not res.converged or np.linalg.norm(X @ (res.theta * 1e300) - y) < 1e-8 * np.linalg.norm(y)
+
+
+@pytest.mark.parametrize("x_scale, y_scale", [(1.0, 1e-8), (1.0, 1e-300), (1.0, 1e150), (1.0, 1e300),
+                                              (1e-300, 1.0), (1e200, 1e-100)])
+def test_min_l1_interpolator_far_from_unit_scale(x_scale, y_scale):
+    """HiGHS's absolute tolerances: a y of 1e-8 gave θ = 0 (accepted as feasible), a y of 1e150 a model error.
+    Reference: the best basic solution by enumeration, which scales exactly as y_scale / x_scale."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(2, 6))
+    y = rng.normal(size=2)
+    best = min(np.abs(np.linalg.solve(X[:, list(cols)], y)).sum() for cols in itertools.combinations(range(6), 2))
+    theta = theory.min_l1_interpolator(X * x_scale, y * y_scale) / (y_scale / x_scale)
+    assert np.abs(theta).sum() == pytest.approx(best, rel=1e-9)
+    np.testing.assert_allclose(X @ theta, y, atol=1e-10)

@@ -7,7 +7,8 @@ diagonal linear networks*.  NumPy and SciPy only; every public name is re-export
 * :mod:`.maps`: the parameter maps between MGD(γ, β) and MGF(λ) (Proposition 1, Corollary 1
   "acceleration rule", Appendix A's central-difference variant) and Proposition 3's small-λ bound;
 * :mod:`.entropy`: the hyperbolic entropy ψ_Δ (eq. ``hyperbolic_entropy``), its gradient, Hessian and
-  Bregman divergence, evaluated without overflow or catastrophic cancellation for Δ in [1e-300, 1e300];
+  Bregman divergence, evaluated without overflow or catastrophic cancellation for every finite θ and Δ > 0 (a
+  ValueError where the exact value exceeds float64);
 * :mod:`.implicit_bias_solver`: the implicit-bias problem of Theorems 1 and 2,
   ``argmin_{Xθ = y} D_{ψ_Δ}(θ, θ̃₀)``, solved by damped Newton on its n-dimensional dual;
 * :mod:`.interpolators`: the check y ∈ range(X) and the minimum-ℓ1 / minimum-ℓ2 interpolators, the

@@ -4,12 +4,15 @@
   the rank tolerance of the range check;
 * :func:`scalar_or_array`, the return convention of the element-wise functions: scalar input (a 0-d
   result) gives a Python float, array input an array of the broadcast shape;
-* :func:`norm2`, the Euclidean norm without overflow or underflow of its squares (summaries, relative distances).
+* :func:`norm2`, the Euclidean norm without overflow or underflow of its squares (summaries, relative distances);
+* :func:`require_in_range`, the one error for a result that float64 cannot hold (it names the inputs that gave it).
 """
 
 import numpy as np
 
 EPS = np.finfo(np.float64).eps
+#: The largest finite float64 (about 1.8e308).
+FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 def scalar_or_array(arr):
@@ -31,3 +34,22 @@ def norm2(x):
         return s * float(np.linalg.norm(x / s))
     with np.errstate(invalid="ignore"):
         return float(np.linalg.norm(x))
+
+
+def inputs_at(bad, inputs):
+    """``"gamma=..., beta=..."``: the inputs (arrays of ``bad``'s shape, by name) at the first entry where ``bad``
+    holds."""
+    i = np.flatnonzero(np.ravel(bad))[0]
+    return ", ".join(f"{k}={float(np.ravel(v)[i])!r}" for k, v in inputs.items())
+
+
+def require_in_range(what, value, inputs, rule):
+    """``value`` unless an entry is inf or NaN: then a ValueError saying that ``what`` exceeds float64's range at
+    the inputs of the first such entry (``inputs``: arrays of ``value``'s shape, by name) with ``rule``, the formula.
+    For results that are finite wherever they are representable: inf or NaN means the exact value is beyond 1.8e308.
+    """
+    bad = ~np.isfinite(value)
+    if np.any(bad):
+        at = f" for {inputs_at(bad, inputs)}" if inputs else ""
+        raise ValueError(f"{what} is beyond float64's range (above 1.8e308){at} ({rule})")
+    return value

@@ -13,13 +13,15 @@ gradient flow (eq. ``implicit_bias_GF``, scale Δ₀) and of momentum gradient f
   overflow-safe; a cancellation-free difference of mirror coordinates; and the Taylor series of the two
   functions ξ, ζ that write the Bregman divergence as a sum of non-negative terms.
 
-Everything is evaluated without overflow or catastrophic cancellation for Δ in [1e-300, 1e300].
+Everything is evaluated without overflow or catastrophic cancellation for every finite θ and Δ > 0 (Δ down to the
+subnormal 5e-324, |θ| and Δ up to 1.8e308): a result is finite wherever its exact value is a float64, and a public
+function raises a ValueError naming the inputs where the exact value exceeds 1.8e308.
 """
 
 import numpy as np
 
 from ..validate import as_real_array, broadcast_named
-from ._float64 import scalar_or_array
+from ._float64 import FLOAT_MAX, require_in_range, scalar_or_array
 
 
 def _theta_delta(theta, delta):
@@ -30,14 +32,19 @@ def _theta_delta(theta, delta):
 
 
 def _mirror_coordinate(theta, delta):
-    """a = arcsinh(2θ/Δ), overflow-safe: for |2θ/Δ| = inf use arcsinh(x) = sign(x) ln(2|x|) + O(x⁻²)."""
+    """a = arcsinh(2θ/Δ), overflow-safe: where (2θ)/Δ is inf, 2(θ/Δ) if that is finite (2θ alone overflowed,
+    |θ| > 9e307), else arcsinh(x) = sign(x) ln(2|x|) + O(x⁻²) (exact to rounding for |x| beyond 1.8e308; at
+    θ = 1.7e308, Δ = 1e306 that form was off by 3e-7)."""
     with np.errstate(over="ignore"):
         x = (2.0 * theta) / delta
     a = np.arcsinh(x)
     big = ~np.isfinite(x)
     if np.any(big):
-        t = np.abs(theta[big])
-        a[big] = np.sign(theta[big]) * ((np.log(t) + np.log(4.0)) - np.log(delta[big]))
+        t, d = theta[big], delta[big]
+        with np.errstate(over="ignore"):
+            x_half_first = 2.0 * (t / d)
+        a[big] = np.where(np.isfinite(x_half_first), np.arcsinh(x_half_first),
+                          np.sign(t) * ((np.log(np.abs(t)) + np.log(4.0)) - np.log(d)))
     return a
 
 
@@ -103,10 +110,18 @@ def _reference_mirror(w_plus0, w_minus0, s_plus, s_minus, delta):
         sm = np.asarray(s_minus, dtype=np.float64)
         l_plus = np.log(wp) - sp
         l_minus = np.log(wm) - sm
-        gap = np.log1p((wp - wm) / wm) - (sp - sm)  # l₊ - l₋ (wp - wm exact where they are close)
+        # ln(w₊/w₋) for l₊ - l₋: as log1p((wp - wm)/wm) where wp - wm is exact (wp ≈ wm); below wm/2 that
+        # quotient is ratio - 1 and loses the ratio (ln(1e-300/1) came out as -inf, a₀ of the wrong sign),
+        # and it can overflow (1e200/1e-200): there ln(ratio), or ln wp - ln wm where the ratio leaves float64.
+        ratio = wp / wm
+        log_ratio = np.where((ratio >= 0.5) & np.isfinite(ratio), np.log1p((wp - wm) / wm),
+                             np.where((ratio > 1e-300) & np.isfinite(ratio), np.log(ratio), np.log(wp) - np.log(wm)))
+        gap = log_ratio - (sp - sm)  # l₊ - l₋
         sign = np.where(gap >= 0.0, 1.0, -1.0)
+        dl = np.asarray(delta, dtype=np.float64)
+        log_2delta = np.where(dl < 0.5 * FLOAT_MAX, np.log(2.0 * dl), np.log(dl) + np.log(2.0))  # (2Δ overflows)
         log_x = (2.0 * np.maximum(l_plus, l_minus) + np.log(-np.expm1(-2.0 * np.abs(gap)))  # (no 1 - e^{-2g})
-                 - np.log(2.0 * np.asarray(delta, dtype=np.float64)))
+                 - log_2delta)
         large = log_x >= 1.0
         return np.where(large, sign * (log_x + np.log1p(np.sqrt(1.0 + np.exp(-2.0 * np.where(large, log_x, 1.0))))),
                         np.arcsinh(sign * np.exp(np.minimum(log_x, 1.0))))
@@ -118,8 +133,9 @@ def _plus_minus(theta, delta):
     half_d = 0.5 * delta
     pos = theta >= 0
     big = np.where(pos, theta + half_h, half_h - theta)      # the larger of P, N
-    with np.errstate(under="ignore"):
-        small = half_d * (half_d / big)
+    with np.errstate(under="ignore", invalid="ignore"):
+        # (big = 0 only where θ = 0 and Δ/2 rounds to 0, a subnormal Δ: then P = N = Δ/2 = 0, not 0/0)
+        small = np.where(big > 0.0, half_d * (half_d / big), half_d)
     return np.where(pos, big, small), np.where(pos, small, big)
 
 
@@ -182,7 +198,8 @@ def _mirror_difference(theta1, theta2, delta, a1, a2):
         # Scale exactly by a power of two ~ max(|θ₁|, |θ₂|) so that the products θₖ Hⱼ cannot underflow
         # (the ratio is scale-invariant and θ₁ - θ₂ stays exact when θ₁ ≈ θ₂).
         _, exponent = np.frexp(np.maximum(np.abs(theta1[same]), np.abs(theta2[same])))
-        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        # (0/0 or x/0 where both scaled terms underflow, |θ₁| ≪ |θ₂| and Δ small: the plain difference is kept)
+        with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
             t1, t2 = np.ldexp(theta1[same], -exponent), np.ldexp(theta2[same], -exponent)
             dl = np.ldexp(delta[same], -exponent)
             h1 = np.hypot(2.0 * t1, dl)
@@ -213,17 +230,44 @@ def _bregman_terms(theta1, theta2, delta):
     h = 0.5 * _mirror_difference(theta1, theta2, delta, a1, a2)
     s = np.abs(h)
     xi, zeta = _xi_zeta_scaled(s)
-    p1, n1 = _plus_minus(theta1, delta)
-    p2, n2 = _plus_minus(theta2, delta)
     up = h >= 0
-    first = np.where(up, p1, n1)
-    second = np.where(up, n2, p2)
-    with np.errstate(under="ignore", over="ignore"):
+    with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+        p1, n1 = _plus_minus(theta1, delta)
+        p2, n2 = _plus_minus(theta2, delta)
+        first = np.where(up, p1, n1)
+        second = np.where(up, n2, p2)
         # weight * s² * (ξ/s²), ordered so that neither s² nor weight * s² under/overflows needlessly.
         small = s < 1.0
         t1 = np.where(small, (first * s) * (s * xi), first * (s * (s * xi)))
         t2 = np.where(small, (second * s) * (s * zeta), second * (s * (s * zeta)))
-    return 0.5 * (t1 + t2)
+        out = 0.5 * (t1 + t2)
+    redo = ~np.isfinite(out)
+    if np.any(redo):
+        out[redo] = _bregman_terms_rescaled(theta1[redo], theta2[redo], delta[redo], up[redo], s[redo],
+                                            xi[redo], zeta[redo])
+    return out
+
+
+def _bregman_terms_rescaled(theta1, theta2, delta, up, s, xi, zeta):
+    """The terms of :func:`_bregman_terms` where its plain evaluation is not finite: a weight P or N (about 2|θ|)
+    overflowed for |θ| near 1.8e308, or one of the two products exceeded float64 where half their sum does not, or
+    a subnormal Δ gave 0/0.
+
+    D is homogeneous of degree 1 in (θ₁, θ₂, Δ) (ψ_cΔ(cθ) = c ψ_Δ(θ); the mirror coordinates, h and s, are
+    invariant): the weights are formed at the scale 2⁻ᵉ that brings max(|θ₁|, |θ₂|, Δ) into [0.5, 1), where they
+    cannot overflow, and with s = m 2ᵏ (m in [0.5, 1)) D = ldexp((P ξ/s² + N ζ/s²) m², e + 2k - 1), rounded once
+    at the end: inf only where D itself exceeds float64. Entries lost to underflow in the scaled frame are
+    weights below 2⁻¹⁰⁷⁴ times the larger of the two, which is at least about max(|θ|, Δ/2)/4 there.
+    """
+    _, e = np.frexp(np.maximum(np.maximum(np.abs(theta1), np.abs(theta2)), delta))
+    with np.errstate(under="ignore", invalid="ignore"):
+        t1, t2, dl = np.ldexp(theta1, -e), np.ldexp(theta2, -e), np.ldexp(delta, -e)
+        p1, n1 = _plus_minus(t1, dl)
+        p2, n2 = _plus_minus(t2, dl)
+        mantissa = np.where(up, p1, n1) * xi + np.where(up, n2, p2) * zeta
+        m, k = np.frexp(s)
+        with np.errstate(over="ignore"):
+            return np.ldexp(mantissa * m * m, e + 2 * k - 1)
 
 
 def _entropy_terms(theta, delta):
@@ -234,8 +278,8 @@ def _entropy_terms(theta, delta):
     theta = np.array(theta, dtype=np.float64, ndmin=1)
     delta = np.array(delta, dtype=np.float64, ndmin=1)
     a = _mirror_coordinate(theta, delta)
-    with np.errstate(under="ignore"):
-        return 0.5 * theta * (a - np.tanh(0.5 * a))
+    with np.errstate(under="ignore", over="ignore"):
+        return 0.5 * theta * (a - np.tanh(0.5 * a))  # (inf only where ψ itself exceeds float64)
 
 
 def _sum_last(values, shape):
@@ -243,8 +287,19 @@ def _sum_last(values, shape):
     values = values.reshape(shape)
     if values.ndim == 0:
         return float(values)
-    total = np.sum(values, axis=-1)
+    with np.errstate(over="ignore"):
+        total = np.sum(values, axis=-1)
     return float(total) if np.ndim(total) == 0 else total
+
+
+def _checked_sum(what, terms, inputs, rule):
+    """:func:`_sum_last` of non-negative ``terms`` (finite wherever the exact term is representable) with a
+    ValueError where a term, or the sum of a row, exceeds float64 (a silent inf before)."""
+    shape = next(iter(inputs.values())).shape
+    require_in_range(what, terms.reshape(shape), inputs, rule)
+    total = _sum_last(terms, shape)
+    require_in_range(what, np.asarray(total), {}, f"{rule}: the sum over the last axis")
+    return total
 
 
 def hyperbolic_entropy(theta, delta):
@@ -256,7 +311,7 @@ def hyperbolic_entropy(theta, delta):
     ``entropy_asymptotics``, states the Δ → 0 equivalent with the constant ¼; with the definition above
     the constant is ½, since 2θ arcsinh(2θ/Δ) ~ 2|θ| ln(1/Δ).  The constant does not affect any argmin.)
     Evaluated as Σ (θᵢ/2)(aᵢ - tanh(aᵢ/2)), aᵢ = arcsinh(2θᵢ/Δᵢ) (computed in the log domain when 2θᵢ/Δᵢ
-    overflows), which is accurate to a few ulps for Δ in [1e-300, 1e300].
+    overflows), which is accurate to a few ulps for every finite θ and Δ > 0 where ψ_Δ(θ) is a normal float64.
 
     Parameters
     ----------
@@ -273,10 +328,11 @@ def hyperbolic_entropy(theta, delta):
     Raises
     ------
     ValueError
-        If θ is not finite or Δ is not positive and finite.
+        If θ is not finite, Δ is not positive and finite, or ψ_Δ(θ) (a term or the sum) exceeds 1.8e308.
     """
     t, dl = _theta_delta(theta, delta)
-    return _sum_last(_entropy_terms(t, dl), t.shape)
+    return _checked_sum("hyperbolic_entropy", _entropy_terms(t, dl), {"theta": t, "delta": dl},
+                        "psi = (2 theta arcsinh(2 theta/delta) - sqrt(4 theta^2 + delta^2) + delta)/4")
 
 
 def hyperbolic_entropy_grad(theta, delta):
@@ -322,11 +378,17 @@ def hyperbolic_entropy_hess(theta, delta):
     Raises
     ------
     ValueError
-        If θ is not finite or Δ is not positive and finite.
+        If θ is not finite, Δ is not positive and finite, or 1 / sqrt(4θ² + Δ²) exceeds 1.8e308 (θ and Δ both
+        below about 5.6e-309).
     """
     t, dl = _theta_delta(theta, delta)
-    with np.errstate(over="ignore"):
-        return scalar_or_array(1.0 / np.hypot(2.0 * t, dl))
+    with np.errstate(over="ignore", divide="ignore"):
+        h = np.hypot(2.0 * t, dl)
+        out = 1.0 / h
+        # 2θ overflowed (|θ| > 9e307; 1/hypot gave 0): 0.25/hypot(θ/2, Δ/4), a subnormal result, not 0
+        out = np.where(np.isinf(h), 0.25 / np.hypot(0.5 * t, 0.25 * dl), out)
+    rule = "1/sqrt(4 theta^2 + delta^2) with sqrt(4 theta^2 + delta^2) below 5.6e-309"
+    return scalar_or_array(require_in_range("hyperbolic_entropy_hess", out, {"theta": t, "delta": dl}, rule))
 
 
 def bregman(theta1, theta2, delta):
@@ -335,8 +397,9 @@ def bregman(theta1, theta2, delta):
     The divergence minimised in Theorems 1 and 2.  Each coordinate is evaluated from the integral
     form D = (Δ/4) ∫_{a₂}^{a₁} (a - a₂) cosh a da (aₖ = arcsinh(2θₖ/Δ)) rewritten as a sum of two
     non-negative terms, with a₁ - a₂ obtained from an arcsinh-difference identity; the result is
-    therefore ≥ 0, exactly 0 at θ₁ = θ₂, and accurate to a few ulps relative even when θ₁ ≈ θ₂,
-    for Δ in [1e-300, 1e300] and |θ| up to 1e6.
+    therefore ≥ 0, exactly 0 at θ₁ = θ₂, and accurate to a few ulps relative even when θ₁ ≈ θ₂, for every finite
+    θ and Δ > 0 where D is a normal float64 (where a weight about 2|θ| overflows, the terms are formed at an exact
+    power-of-two scale of the inputs: D is homogeneous of degree 1).
 
     Parameters
     ----------
@@ -353,11 +416,12 @@ def bregman(theta1, theta2, delta):
     Raises
     ------
     ValueError
-        If a point is not finite or Δ is not positive and finite.
+        If a point is not finite, Δ is not positive and finite, or D (a term or the sum) exceeds 1.8e308.
     """
     t1 = as_real_array("theta1", theta1)
     t2 = as_real_array("theta2", theta2)
     dl = as_real_array("delta", delta, low=0, low_open=True)
     t1, t2, dl = broadcast_named(theta1=t1, theta2=t2, delta=dl)
-    return _sum_last(_bregman_terms(t1, t2, dl), t1.shape)
+    return _checked_sum("bregman", _bregman_terms(t1, t2, dl), {"theta1": t1, "theta2": t2, "delta": dl},
+                        "D = psi(theta1) - psi(theta2) - <grad psi(theta2), theta1 - theta2>")
 

@@ -9,13 +9,13 @@ entropy numerics (mirror coordinates, Bregman terms) come from :mod:`.entropy`, 
 from :mod:`.interpolators`.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.linalg
 
 from ..validate import as_bool, as_design, as_float, as_int, as_real_vector
-from ._float64 import EPS
+from ._float64 import EPS, norm2
 from .entropy import _bregman_terms, _mirror_coordinate, _theta_of_mirror
 from .interpolators import _require_interpolable
 
@@ -40,6 +40,8 @@ _HOMOTOPY_STEP = 40.0
 _HOMOTOPY_TOL = 1e-6
 #: The largest Δ the solver takes: Δ² stays finite (as the runs' weights, below 1e150).
 DELTA_MAX = 1e150
+# A y with ‖y‖ outside [2^-300, 2^300] is solved at the scale 2⁻ᵏ that brings it to ‖y‖ ~ 1 (see implicit_bias).
+_Y_SCALE_EXPONENT = 300
 
 
 @dataclass(frozen=True)
@@ -197,13 +199,15 @@ def _dual_newton(X, y, abs_x, delta, theta0, nu, scale, tol, max_iter, polish):
     def evaluate(nu):
         return _dual_state(X, y, nu, a0, theta0, delta)
 
+    # (norm2, not np.linalg.norm: its sum of squares rounds a residual of 1e-170 to 0, and a y of 1e-300 was
+    # "solved" by θ = 0 with converged=True)
     def norm_of(residual):
         with np.errstate(over="ignore"):
-            return float(np.linalg.norm(residual)) / scale
+            return norm2(residual) / scale
 
     def floor_of(theta):
         # Rounding floor of ‖Xθ - y‖ / ‖y‖ for a θ known to working precision.
-        return 8.0 * EPS * float(np.linalg.norm(abs_x @ np.abs(theta))) / scale
+        return 8.0 * EPS * norm2(abs_x @ np.abs(theta)) / scale
 
     state = evaluate(nu)
     if state is None:
@@ -275,6 +279,36 @@ def _dual_newton(X, y, abs_x, delta, theta0, nu, scale, tol, max_iter, polish):
     return nu, theta, a0, res_norm, iterations, converged
 
 
+def _solve_rescaled(X, y, delta, theta0, theta0_mirror, tol, max_iter, raise_on_failure):
+    """The problem at 2⁻ᵏ(y, Δ, θ̃₀) with θ scaled back by 2ᵏ, where ‖y‖ lies outside [2^-300, 2^300]; None elsewhere.
+
+    D_ψΔ is homogeneous of degree 1 in (θ, θ̃₀, Δ) and the mirror coordinates arcsinh(2θ/Δ) are invariant, so the
+    minimiser at (y, Δ, θ̃₀) is 2ᵏ times the one at 2⁻ᵏ(y, Δ, θ̃₀), with the same ν and relative residuals (and
+    theta0_mirror unchanged); powers of two scale exactly. At ‖y‖ ~ 1e200 the solver's products X θ and its dual
+    value overflowed, and no Δ converged. k is clamped so that 2⁻ᵏΔ stays within [1.5e-300, 1e150] (DELTA_MAX) and
+    2⁻ᵏθ̃₀ below 2^1000: where those leave no room, the problem is solved as it is.
+    """
+    y_size = norm2(y)
+    if y_size == 0.0 or 2.0**-_Y_SCALE_EXPONENT <= y_size <= 2.0**_Y_SCALE_EXPONENT:
+        return None
+    k = int(np.frexp(y_size)[1])
+    low = int(np.frexp(np.max(delta))[1]) - 498                  # 2⁻ᵏ max Δ < 2^498 < DELTA_MAX
+    biggest = float(np.max(np.abs(theta0)))
+    if biggest > 0.0:
+        low = max(low, int(np.frexp(biggest)[1]) - 1000)         # 2⁻ᵏ max |θ̃₀| < 2^1000
+    high = int(np.frexp(np.min(delta))[1]) + 996                 # 2⁻ᵏ min Δ ≥ 2^-997
+    k = min(max(k, low), high)
+    if low > high or k == 0:
+        return None
+    result = implicit_bias(X, np.ldexp(y, -k), np.ldexp(delta, -k), np.ldexp(theta0, -k),
+                           theta0_mirror=theta0_mirror, tol=tol, max_iter=max_iter, raise_on_failure=raise_on_failure)
+    with np.errstate(over="ignore"):
+        theta = np.ldexp(result.theta, k)
+    if not np.all(np.isfinite(theta)):
+        raise ValueError("implicit_bias: the minimiser is beyond float64's range (above 1.8e308)")
+    return replace(result, theta=theta)
+
+
 def implicit_bias(X, y, delta, theta0_tilde=0.0, *, theta0_mirror=None, tol=1e-12, max_iter=100,
                   raise_on_failure=True):
     """Solve the implicit-bias problem θ = argmin_{Xθ = y} D_ψΔ(θ, θ̃₀) (Theorems 1 and 2).
@@ -301,7 +335,9 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, theta0_mirror=None, tol=1e-1
     1e4, and θ̃₀ up to 1e103 with Δ between 5e-6 and 1.6e-2 (the range of MGF's Δ∞ on the paper's
     problem; MGD runs at β = 0.98 reach θ̃₀ ~ 1e181 and their predictions converge too); extremely
     heterogeneous Δ (e.g. 1e-200 next to 1e8 in the same vector), and θ̃₀ beyond 1e100 together with Δ
-    down to 1e-100, can fail to converge, which is reported.
+    down to 1e-100, can fail to converge, which is reported. A y with ‖y‖ outside [2^-300, 2^300] is solved at
+    2⁻ᵏ(y, Δ, θ̃₀), ‖y‖ ~ 1, and θ scaled back (the problem is homogeneous); what decides convergence is the ratio
+    of |θ| to Δ, and at |θ|/Δ ~ 1e-300 (the dual's values underflow) Newton fails, which is reported.
 
     Parameters
     ----------
@@ -345,6 +381,9 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, theta0_mirror=None, tol=1e-1
     # (Δ² and the Newton weights, about |θ| + Δ, must stay finite: Δ up to 1e150, as the runs' weights)
     delta = as_real_vector("delta", delta, d, low=0, low_open=True, high=DELTA_MAX)
     theta0 = as_real_vector("theta0_tilde", theta0_tilde, d)
+    rescaled = _solve_rescaled(X, y, delta, theta0, theta0_mirror, tol, max_iter, raise_on_failure)
+    if rescaled is not None:
+        return rescaled
     shift = None                         # ν of the equivalent reference point (theta0_mirror)
     if theta0_mirror is not None:
         if np.any(theta0 != 0.0):
@@ -407,9 +446,9 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, theta0_mirror=None, tol=1e-1
         a0 = _mirror_coordinate(theta0, delta)
     with np.errstate(over="ignore", invalid="ignore"):
         grad_gap = 0.5 * (_mirror_coordinate(theta, delta) - a0)
-    gap_norm = float(np.linalg.norm(grad_gap))
+    gap_norm = norm2(grad_gap)
     outside = grad_gap - row_space.T @ (row_space @ grad_gap)
-    stationarity = float(np.linalg.norm(outside)) / gap_norm if gap_norm > 0 else 0.0
+    stationarity = norm2(outside) / gap_norm if gap_norm > 0 else 0.0
     result = ImplicitBiasResult(theta=theta, nu=nu, kkt_residual=res_norm, iterations=iterations,
                                 converged=bool(converged), stationarity_residual=stationarity)
     if not converged and raise_on_failure:

@@ -14,10 +14,12 @@ import numpy as np
 import scipy.optimize
 
 from ..validate import as_design
-from ._float64 import EPS
+from ._float64 import EPS, norm2
 
 # Relative tolerance on ‖X θ_ls - y‖ / ‖y‖ above which y is declared outside range(X).
 _RANGE_RTOL = 1e-10
+# min_l1_interpolator solves at ‖y‖, max|X| in [0.5, 1) where either is outside [2^-_LP_PLAIN, 2^_LP_PLAIN].
+_LP_PLAIN = 10
 
 
 def _require_interpolable(X, y):
@@ -28,13 +30,13 @@ def _require_interpolable(X, y):
     u, sv, vt = np.linalg.svd(X, full_matrices=False)
     rank_tol = sv[0] * max(X.shape) * EPS if sv.size and sv[0] > 0 else 0.0
     rank = int(np.sum(sv > rank_tol))
-    y_norm = float(np.linalg.norm(y))
+    y_norm = norm2(y)  # (np.linalg.norm's sum of squares is 0 for a y of 1e-170: a y ≠ 0 was taken for y = 0)
     if rank == 0:
         if y_norm > 0:
             raise ValueError("y is not in range(X): X is zero but y is not, so no interpolator exists")
         return vt[:0], y_norm, np.zeros(X.shape[1])
     coef = (u[:, :rank].T @ y)
-    out_of_range = np.linalg.norm(y - u[:, :rank] @ coef)
+    out_of_range = norm2(y - u[:, :rank] @ coef)
     if y_norm > 0 and out_of_range > _RANGE_RTOL * y_norm:
         raise ValueError(
             f"y is not in range(X): the least-squares residual ||X theta_ls - y|| / ||y|| = "
@@ -68,11 +70,22 @@ def min_l1_interpolator(X, y):
     X, y = as_design(X, y)
     _require_interpolable(X, y)
     n, d = X.shape
-    res = scipy.optimize.linprog(np.ones(2 * d), A_eq=np.hstack([X, -X]), b_eq=y,
-                                 bounds=[(0, None)] * (2 * d), method="highs")
+    # HiGHS's tolerances are absolute (primal feasibility 1e-7): a y of 1e-8 gave θ = 0, "feasible", and one of
+    # 1e150 a model error. argmin_{Xθ = y} ‖θ‖₁ is homogeneous, θ(2⁻ʲX, 2⁻ᵏy) = 2^(j-k) θ(X, y): away from unit
+    # scale it is solved at ‖y‖, max|X| in [0.5, 1) (powers of two: exact) and scaled back.
+    _, k = np.frexp(norm2(y))
+    _, j = np.frexp(float(np.max(np.abs(X))))
+    if max(abs(int(k)), abs(int(j))) <= _LP_PLAIN:
+        k = j = 0
+    res = scipy.optimize.linprog(np.ones(2 * d), A_eq=np.hstack([np.ldexp(X, -j), -np.ldexp(X, -j)]),
+                                 b_eq=np.ldexp(y, -k), bounds=[(0, None)] * (2 * d), method="highs")
     if res.status != 0:
         raise ValueError(f"min_l1_interpolator: linprog failed: {res.message}")
-    return res.x[:d] - res.x[d:]
+    with np.errstate(over="ignore"):
+        theta = np.ldexp(res.x[:d] - res.x[d:], int(k) - int(j))
+    if not np.all(np.isfinite(theta)):
+        raise ValueError("min_l1_interpolator: the interpolator is beyond float64's range (above 1.8e308)")
+    return theta
 
 
 def min_l2_interpolator(X, y):

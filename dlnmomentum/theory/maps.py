@@ -16,7 +16,7 @@ All maps broadcast their arguments and return floats for scalar input.
 import numpy as np
 
 from ..validate import as_design, as_real_array, as_real_vector, broadcast_named
-from ._float64 import scalar_or_array
+from ._float64 import FLOAT_MAX, inputs_at, norm2, scalar_or_array
 
 
 def _gamma_beta(gamma, beta):
@@ -26,18 +26,12 @@ def _gamma_beta(gamma, beta):
     return broadcast_named(gamma=g, beta=b)
 
 
-def _inputs_at(bad, inputs):
-    """``"gamma=..., beta=..."``: the inputs (broadcast arrays, by name) at the first entry where ``bad`` holds."""
-    i = np.flatnonzero(np.ravel(bad))[0]
-    return ", ".join(f"{k}={float(np.ravel(v)[i])!r}" for k, v in inputs.items())
-
-
 def _representable(what, value, gamma_beta_or_more, rule):
     """``value`` (an array) unless an entry left float64's range (inf, or a positive quantity rounded to 0): then
     a ValueError naming ``what``, the inputs of the first such entry and ``rule``."""
     bad = ~np.isfinite(value) | (value == 0.0)
     if np.any(bad):
-        raise ValueError(f"{what} is beyond float64's range for {_inputs_at(bad, gamma_beta_or_more)} ({rule})")
+        raise ValueError(f"{what} is beyond float64's range for {inputs_at(bad, gamma_beta_or_more)} ({rule})")
     return value
 
 
@@ -45,7 +39,7 @@ def _below_one(what, value, inputs, rule):
     """``value`` (β or β̂, an array in [0, 1)) unless an entry rounded to 1: a ValueError naming it."""
     bad = value >= 1.0
     if np.any(bad):
-        raise ValueError(f"{what} rounds to 1 in float64 for {_inputs_at(bad, inputs)} ({rule} is below 1.1e-16), "
+        raise ValueError(f"{what} rounds to 1 in float64 for {inputs_at(bad, inputs)} ({rule} is below 1.1e-16), "
                          "outside [0, 1)")
     return value
 
@@ -130,8 +124,12 @@ def lam_central(gamma, beta):
         If γ ≤ 0, γ is not finite, or β is outside [0, 1).
     """
     g, b = _gamma_beta(gamma, beta)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", under="ignore"):
         out = (1.0 + b) * g / (2.0 * (1.0 - b) ** 2)
+        # (1 + β)γ can overflow where the quotient does not (γ = 1.7e308, β = 0.1: 1.15e308), or be rounded to the
+        # subnormal grid (γ = 5e-324): there (1 + β)(γ/(2(1 - β)²)), dividing first
+        redo = ~np.isfinite(out) | ((1.0 + b) * g < np.finfo(np.float64).tiny)
+        out = np.where(redo, (1.0 + b) * (g / (2.0 * (1.0 - b) ** 2)), out)
     return scalar_or_array(_representable("lam_central", out, {"gamma": g, "beta": b},
                                           "lam_central = (1+beta) gamma/(2(1-beta)^2)"))
 
@@ -205,7 +203,10 @@ def accelerate(gamma, beta, rho):
                          f"in [0, 1), got rho={float(r[bad].flat[0])!r}, beta={float(b[bad].flat[0])!r}")
     given = {"gamma": g, "beta": b, "rho": r}
     with np.errstate(over="ignore", under="ignore"):
-        gamma_hat = _representable("gamma_hat", r * r * g, given, "gamma_hat = rho^2 gamma")
+        gamma_hat = r * r * g
+        # (ρ² underflows for ρ < 1e-154 where ρ²γ need not: ρ(ργ) there, so that the error names what fails)
+        gamma_hat = _representable("gamma_hat", np.where(np.isfinite(gamma_hat) & (gamma_hat > 0.0), gamma_hat,
+                                                         r * (r * g)), given, "gamma_hat = rho^2 gamma")
     beta_hat = _below_one("beta_hat", 1.0 - one_minus_beta_hat, given, "beta_hat = 1 - rho(1-beta): rho(1-beta)")
     return scalar_or_array(gamma_hat), scalar_or_array(beta_hat)
 
@@ -233,12 +234,27 @@ def small_lambda_bound(X, y, delta0):
     Raises
     ------
     ValueError
-        On malformed shapes, negative or non-finite Δ₀, or y = 0.
+        On malformed shapes, negative or non-finite Δ₀, y = 0, or a bound beyond float64 (above 1.8e308, or
+        positive but below 4.9e-324).
     """
     X, y = as_design(X, y)
     n, d = X.shape
     d0 = as_real_vector("delta0", delta0, d, low=0)
-    y_norm = np.linalg.norm(y)
+    y_norm = norm2(y)  # (np.linalg.norm's sum of squares underflows to 0 for a y of 1e-170, overflows at 1e160)
     if y_norm == 0.0:
         raise ValueError("y must not be identically zero (the bound divides by ||y||^2)")
-    return float(n * np.min(d0) / y_norm**2)
+    smallest = float(np.min(d0))
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        bound = float(n * smallest / np.float64(y_norm) ** 2)
+    if not (1e-150 <= y_norm <= 1e150 and bound <= FLOAT_MAX and (bound > 0.0 or smallest == 0.0)):
+        # ‖y‖² or n min Δ₀ left float64 (or ‖y‖² lost digits as a subnormal): the mantissas and the exponents
+        # apart, rounded once at the end
+        m_d, e_d = np.frexp(smallest)
+        m_y, e_y = np.frexp(y_norm)
+        with np.errstate(over="ignore", under="ignore"):
+            bound = float(np.ldexp(n * m_d / (m_y * m_y), e_d - 2 * e_y))
+    if not bound <= FLOAT_MAX or (bound == 0.0 and smallest > 0.0):
+        where = "above 1.8e308" if bound else "below 4.9e-324"
+        raise ValueError(f"small_lambda_bound is beyond float64's range for n={n}, min(delta0)={smallest!r}, "
+                         f"||y||={y_norm!r} (n min(delta0)/||y||^2 is {where})")
+    return bound
