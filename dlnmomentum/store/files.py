@@ -266,8 +266,33 @@ def read_checkpoint_file(file):
 
 # -- lock file ----------------------------------------------------------------------------------
 
+#: Seconds an empty lock file is taken for one being created: a writer creates it (O_EXCL), then writes its record at
+#: once; an older empty one was left by a writer that died in between, and is taken over.
+LOCK_CREATION_WAIT = 10.0
+
+
+def _describe_writer(info):
+    """``process PID on HOST since ... (purpose)``: what a lock record says of its writer (fields it lacks left out)."""
+    text = f"process {info['pid']} on {info['host']}"
+    if info.get("since"):
+        text += f" since {info['since']}"
+    return text + f" ({info.get('purpose') or 'writing'})"
+
+
+def locked_error(path, holder):
+    """The :class:`StoreLockedError` for a store whose lock ``holder`` (:func:`lock_holder`'s dict; ``{}``: its lock
+    file is being created) is a live writer: it names the writer and what to do."""
+    who = _describe_writer(holder) if holder else "another process (its lock file is being created)"
+    return StoreLockedError(f"store {path} is open for writing by {who}; wait for it to finish or stop it "
+                            f"(if no such process exists, delete {side_paths(path)['lock']})")
+
+
 class WriterLock:
-    """``<store>.lock``: created with O_EXCL, holds the writer's pid/host; stale locks are taken over."""
+    """``<store>.lock``: created with O_EXCL, holds the writer's pid/host; stale locks are taken over.
+
+    Only what this package writes is ever removed: a lock file that is not a writer record (a directory, a file it
+    cannot read, other content) refuses the writer with a message naming it, and is left as it is.
+    """
 
     def __init__(self, path, info):
         self.path = path
@@ -291,17 +316,18 @@ class WriterLock:
                                  f"{purpose} needs a writable directory; reading a store needs nothing "
                                  f"(dlnmomentum.open_store, open_sweep, dlnm inspect)") from None
             except FileExistsError:
-                other = read_lock(lock_path)
-                if lock_is_stale(lock_path, other):
-                    _remove_stale(lock_path)
+                other, problem = _lock_record(lock_path)
+                if problem == "missing":  # released between the two calls
                     continue
-                who = "another process (lock being created)"
-                if other:
-                    who = (f"process {other.get('pid')} on {other.get('host')} since {other.get('since')} "
-                           f"({other.get('purpose', 'writing')})")
-                raise StoreLockedError(
-                    f"store {path} is open for writing by {who}; wait for it to finish or stop it "
-                    f"(if no such process exists, delete {lock_path})") from None
+                if problem not in (None, "empty"):  # not a lock this package wrote: whose it is cannot be known
+                    raise StoreError(
+                        f"the lock file {lock_path} of store {path} {problem}: {purpose} cannot tell whether another "
+                        f"process is writing the store, and removes only lock files it wrote; if no process writes "
+                        f"the store, remove {lock_path} (or move it away), then try again") from None
+                if lock_is_stale(lock_path, other):
+                    _remove_stale(lock_path, path, other)
+                    continue
+                raise locked_error(path, other or {}) from None
             try:
                 with os.fdopen(fd, "w") as fh:
                     json.dump(info, fh)
@@ -322,12 +348,42 @@ class WriterLock:
                 os.unlink(self.lock_path)
 
 
-def read_lock(lock_path):
+def _lock_record(lock_path):
+    """``(record, None)`` for a lock file holding a writer record (a JSON object with an integer pid > 0 and a host),
+    else ``(None, problem)``: ``"missing"``, ``"empty"`` (being created, or its writer died before writing it), or
+    what is wrong with it as the rest of a sentence ("is a directory, ..."). Never raises."""
     try:
-        with open(lock_path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
+        with open(lock_path, "rb") as fh:
+            data = fh.read(1 << 16)
+    except FileNotFoundError:
+        return None, "missing"
+    except IsADirectoryError:
+        return None, "is a directory, not a lock file"
+    except OSError as exc:  # (a lock of another user's writer made under umask 077 reads so)
+        return None, f"cannot be read ({exc.strerror or exc})"
+    if not data:
+        return None, "empty"
+    try:
+        info = json.loads(data.decode("utf-8"))
+    except ValueError:  # (UnicodeDecodeError is one)
+        info = None
+    pid = info.get("pid") if isinstance(info, dict) else None
+    if type(pid) is not int or pid <= 0 or not isinstance(info.get("host"), str):  # (os.kill(0 or -1) is a group)
+        return None, (f"does not hold a writer record of dlnmomentum (a JSON object naming the writer's pid and "
+                      f"host; it has {len(data)} bytes of other content)")
+    return info, None
+
+
+def read_lock(lock_path):
+    """The writer record in the lock file ``lock_path``, or None (no lock file, or no record: :func:`_lock_record`)."""
+    return _lock_record(lock_path)[0]
+
+
+def _lock_age(lock_path):
+    try:
+        return time.time() - os.path.getmtime(lock_path)
+    except OSError:
+        return math.inf
 
 
 def pid_alive(pid):
@@ -353,16 +409,13 @@ def process_start(pid):
 
 
 def lock_is_stale(lock_path, info):
-    """True when the lock's process is gone (same host; a live process that got its pid since is not it), or an
-    unreadable lock is old."""
+    """True when the lock's process is gone (same host; a live process that got its pid since is not it), or the
+    lock file (``info`` None: no record in it) is empty and older than :data:`LOCK_CREATION_WAIT`."""
     if info is None:
-        try:
-            return time.time() - os.path.getmtime(lock_path) > 10.0
-        except OSError:
-            return True
+        return _lock_age(lock_path) > LOCK_CREATION_WAIT
     if info.get("host") != socket.gethostname():
         return False
-    pid = info.get("pid", -1)
+    pid = info["pid"]
     if not pid_alive(pid):
         return True
     started = info.get("process_start")
@@ -371,10 +424,14 @@ def lock_is_stale(lock_path, info):
 
 
 def lock_holder(path, ignore_self=False):
-    """The live writer of a store as a dict, or None (``ignore_self``: None when it is this process)."""
+    """The live writer of a store as a dict, or None (``ignore_self``: None when it is this process).
+
+    ``{}``: a writer whose lock file is being created (empty and new). A lock file that holds no writer record (a
+    directory, unreadable, other content) names no writer: None (a writer refuses it, see :class:`WriterLock`).
+    """
     lock_path = side_paths(path)["lock"]
-    info = read_lock(lock_path)
-    if info is None and not os.path.exists(lock_path):
+    info, problem = _lock_record(lock_path)
+    if problem not in (None, "empty"):
         return None
     if lock_is_stale(lock_path, info):
         return None
@@ -383,14 +440,28 @@ def lock_holder(path, ignore_self=False):
     return info or {}
 
 
-def _remove_stale(lock_path):
+def _remove_stale(lock_path, path, stale):
+    """Remove the lock file ``lock_path`` of ``path`` judged stale (``stale``: its record, None for an old empty
+    file). It is renamed away first, then read again: another writer may have taken the stale lock over and made its
+    own between the check and the rename, and that live lock is put back (a hard link: only where nothing is)."""
     tmp = f"{lock_path}.stale{os.getpid()}"
     try:
         os.replace(lock_path, tmp)
     except FileNotFoundError:
         return
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
+    except OSError as exc:  # (a sticky /tmp and another user's lock, a read-only directory)
+        whose = f"by {_describe_writer(stale)}, which is gone" if stale else "empty, by a writer that died"
+        raise StoreError(f"the lock file {lock_path} of store {path} was left {whose}, and cannot be removed "
+                         f"({exc.strerror or exc}): remove it (its owner can), then try again") from None
+    try:
+        info, problem = _lock_record(tmp)
+        same = info == stale if stale is not None else problem == "empty" and lock_is_stale(tmp, None)
+        if not same:
+            with contextlib.suppress(OSError):
+                os.link(tmp, lock_path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 # -- opening HDF5 files: readers never block writers ------------------------------------------------

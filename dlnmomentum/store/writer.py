@@ -61,6 +61,8 @@ from .files import (
     fsync_dir,
     fsync_file,
     guarded,
+    lock_holder,
+    locked_error,
     memory_h5,
     open_h5_for_writing,
     real_path,
@@ -622,6 +624,9 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
     overwrite = as_bool("overwrite", overwrite)
     path = real_path(path)  # through a symlink: the file it leads to is locked and written, the link stays
     if os.path.lexists(path) and not overwrite:
+        holder = lock_holder(path)
+        if holder is not None:  # another writer is writing it: that, not "exists", is what stops this one
+            raise locked_error(path, holder)
         raise StoreExistsError(f"store {path} already exists; pass overwrite=True (--overwrite) to replace "
                                f"it, or dlnmomentum.resume({path!r}) (dlnm resume) to continue it")
     if overwrite:
