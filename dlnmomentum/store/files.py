@@ -26,8 +26,18 @@ from .errors import (  # noqa: F401 (re-exported: the package imports them from 
     StoreError,
     StoreExistsError,
     StoreLockedError,
+    command,
 )
 from .handles import locked_by_another_process, open_handles
+from .lockfile import (  # noqa: F401 (process_start, pid_alive, read_lock re-exported)
+    describe_writer,
+    lock_age,
+    lock_is_stale,
+    lock_record,
+    pid_alive,
+    process_start,
+    read_lock,
+)
 from .superblock import (  # noqa: F401 (re-exported: the store modules import them from here)
     HDF5_SIGNATURE,
     clear_status_flags,
@@ -266,23 +276,10 @@ def read_checkpoint_file(file):
 
 # -- lock file ----------------------------------------------------------------------------------
 
-#: Seconds an empty lock file is taken for one being created: a writer creates it (O_EXCL), then writes its record at
-#: once; an older empty one was left by a writer that died in between, and is taken over.
-LOCK_CREATION_WAIT = 10.0
-
-
-def _describe_writer(info):
-    """``process PID on HOST since ... (purpose)``: what a lock record says of its writer (fields it lacks left out)."""
-    text = f"process {info['pid']} on {info['host']}"
-    if info.get("since"):
-        text += f" since {info['since']}"
-    return text + f" ({info.get('purpose') or 'writing'})"
-
-
 def locked_error(path, holder):
     """The :class:`StoreLockedError` for a store whose lock ``holder`` (:func:`lock_holder`'s dict; ``{}``: its lock
     file is being created) is a live writer: it names the writer and what to do."""
-    who = _describe_writer(holder) if holder else "another process (its lock file is being created)"
+    who = describe_writer(holder) if holder else "another process (its lock file is being created)"
     return StoreLockedError(f"store {path} is open for writing by {who}; wait for it to finish or stop it "
                             f"(if no such process exists, delete {side_paths(path)['lock']})")
 
@@ -316,7 +313,7 @@ class WriterLock:
                                  f"{purpose} needs a writable directory; reading a store needs nothing "
                                  f"(dlnmomentum.open_store, open_sweep, dlnm inspect)") from None
             except FileExistsError:
-                other, problem = _lock_record(lock_path)
+                other, problem = lock_record(lock_path)
                 if problem == "missing":  # released between the two calls
                     continue
                 if problem not in (None, "empty"):  # not a lock this package wrote: whose it is cannot be known
@@ -348,81 +345,6 @@ class WriterLock:
                 os.unlink(self.lock_path)
 
 
-def _lock_record(lock_path):
-    """``(record, None)`` for a lock file holding a writer record (a JSON object with an integer pid > 0 and a host),
-    else ``(None, problem)``: ``"missing"``, ``"empty"`` (being created, or its writer died before writing it), or
-    what is wrong with it as the rest of a sentence ("is a directory, ..."). Never raises."""
-    try:
-        with open(lock_path, "rb") as fh:
-            data = fh.read(1 << 16)
-    except FileNotFoundError:
-        return None, "missing"
-    except IsADirectoryError:
-        return None, "is a directory, not a lock file"
-    except OSError as exc:  # (a lock of another user's writer made under umask 077 reads so)
-        return None, f"cannot be read ({exc.strerror or exc})"
-    if not data:
-        return None, "empty"
-    try:
-        info = json.loads(data.decode("utf-8"))
-    except ValueError:  # (UnicodeDecodeError is one)
-        info = None
-    pid = info.get("pid") if isinstance(info, dict) else None
-    if type(pid) is not int or pid <= 0 or not isinstance(info.get("host"), str):  # (os.kill(0 or -1) is a group)
-        return None, (f"does not hold a writer record of dlnmomentum (a JSON object naming the writer's pid and "
-                      f"host; it has {len(data)} bytes of other content)")
-    return info, None
-
-
-def read_lock(lock_path):
-    """The writer record in the lock file ``lock_path``, or None (no lock file, or no record: :func:`_lock_record`)."""
-    return _lock_record(lock_path)[0]
-
-
-def _lock_age(lock_path):
-    try:
-        return time.time() - os.path.getmtime(lock_path)
-    except OSError:
-        return math.inf
-
-
-def pid_alive(pid):
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return True
-    return True
-
-
-def process_start(pid):
-    """When process ``pid`` started (clock ticks after boot: field 22 of Linux's ``/proc/<pid>/stat``), or None where
-    that cannot be read. With the pid it names one process: a pid the system gave to another process since is not
-    the lock's writer."""
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
-            data = fh.read()
-        return int(data[data.rindex(b")") + 2:].split()[19])  # (fields after the command name start at field 3)
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def lock_is_stale(lock_path, info):
-    """True when the lock's process is gone (same host; a live process that got its pid since is not it), or the
-    lock file (``info`` None: no record in it) is empty and older than :data:`LOCK_CREATION_WAIT`."""
-    if info is None:
-        return _lock_age(lock_path) > LOCK_CREATION_WAIT
-    if info.get("host") != socket.gethostname():
-        return False
-    pid = info["pid"]
-    if not pid_alive(pid):
-        return True
-    started = info.get("process_start")
-    now = process_start(pid) if started is not None else None
-    return now is not None and now != started  # (a writer killed, its pid reused: the store is not running)
-
-
 def lock_holder(path, ignore_self=False):
     """The live writer of a store as a dict, or None (``ignore_self``: None when it is this process).
 
@@ -430,7 +352,7 @@ def lock_holder(path, ignore_self=False):
     directory, unreadable, other content) names no writer: None (a writer refuses it, see :class:`WriterLock`).
     """
     lock_path = side_paths(path)["lock"]
-    info, problem = _lock_record(lock_path)
+    info, problem = lock_record(lock_path)
     if problem not in (None, "empty"):
         return None
     if lock_is_stale(lock_path, info):
@@ -450,11 +372,11 @@ def _remove_stale(lock_path, path, stale):
     except FileNotFoundError:
         return
     except OSError as exc:  # (a sticky /tmp and another user's lock, a read-only directory)
-        whose = f"by {_describe_writer(stale)}, which is gone" if stale else "empty, by a writer that died"
+        whose = f"by {describe_writer(stale)}, which is gone" if stale else "empty, by a writer that died"
         raise StoreError(f"the lock file {lock_path} of store {path} was left {whose}, and cannot be removed "
                          f"({exc.strerror or exc}): remove it (its owner can), then try again") from None
     try:
-        info, problem = _lock_record(tmp)
+        info, problem = lock_record(tmp)
         same = info == stale if stale is not None else problem == "empty" and lock_is_stale(tmp, None)
         if not same:
             with contextlib.suppress(OSError):
@@ -533,9 +455,9 @@ def open_h5(path, wait=READ_WAIT):
                 if lock_holder(path, ignore_self=True) is None and not locked_by_another_process(path):
                     raise StoreCorruptError(
                         f"store {path} was left open by a writer that died outside its streaming phase; "
-                        f"continuing it repairs it: `dlnm resume {path}` (dlnmomentum.resume) for a run, "
-                        f"dlnmomentum.resume_sweep('{path}') (`dlnm sweep --store {path} --resume`, `dlnm network "
-                        f"ARCHITECTURE --store {path} --resume`) for a sweep") from last
+                        f"continuing it repairs it: `{command('resume', path)}` (dlnmomentum.resume) for a run, "
+                        f"dlnmomentum.resume_sweep({path!r}) (`{command('sweep', '--store', path, '--resume')}`, "
+                        f"`{command('network', 'ARCHITECTURE', '--store', path, '--resume')}`) for a sweep") from last
         elif "truncated file" in msg and lock_holder(path, ignore_self=True) is not None:
             pass  # a live writer is extending the file under this unlocked reader: wait and retry
         elif "unable to lock" not in msg:
@@ -622,7 +544,7 @@ def _open_error(path, exc):
             return StoreCorruptError(
                 f"store {path} is truncated: it has {size} bytes of the {eof} its HDF5 superblock records. A "
                 f"writer stopped by a file-size limit (ulimit -f) or a full disk leaves a run store so: if it is "
-                f"one, `dlnm resume {path}` extends it and rebuilds it from its committed rows (which verify by "
+                f"one, `{command('resume', path)}` extends it and rebuilds it from its committed rows (which verify by "
                 f"their checksums). Sweep, network sweep and figure stores are never left so by their writers "
                 f"(made whole, then written in place): such a file was cut short afterwards (a copy), restore it "
                 f"from a copy or compute it again (HDF5: {msg})")

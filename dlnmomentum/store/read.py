@@ -22,6 +22,7 @@ from .files import (  # noqa: F401 - check_readable and open_h5 are this module'
     StoreError,
     attr_str,
     check_readable,
+    command,
     lock_holder,
     open_h5,
     read_checkpoint_file,
@@ -488,9 +489,9 @@ def inspect_lines(path, store=None):
            f"updated {a.get('updated')}",
            "written by  : " + ", ".join(f"{k.replace('_version', '')} {v}" for k, v in s.versions.items())]
     state = s.state
-    note = {"complete": "", "interrupted": f" -- `dlnm resume {s.path}` continues it",
+    note = {"complete": "", "interrupted": f" -- `{command('resume', s.path)}` continues it",
             "running": f" -- written by process {(lock_holder(s.path) or {}).get('pid')}",
-            "crashed": f" -- the writer died; `dlnm resume {s.path}` continues it"}[state]
+            "crashed": f" -- the writer died; `{command('resume', s.path)}` continues it"}[state]
     if state in ("complete", "interrupted"):
         budget = ("adaptive steps (a budget)" if s.family == "flow-adaptive" else "steps")
         out.append(f"status      : {s.status_name} ({st.STATUS_MESSAGES[s.status]}) after "
@@ -505,7 +506,7 @@ def inspect_lines(path, store=None):
         try:
             result = s.result
         except StoreCorruptError as exc:
-            out.append(f"{DAMAGED}: {exc}; `dlnm resume {s.path}` computes the run again")
+            out.append(f"{DAMAGED}: {exc}; `{command('resume', s.path)}` computes the run again")
     if result is not None:
         out.append("final       :")
         summary = result.summary() if hasattr(result, "summary") else "\n".join(

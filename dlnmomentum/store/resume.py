@@ -29,6 +29,7 @@ from .files import (
     WriterLock,
     attr_str,
     clear_status_flags,
+    command,
     fsync_dir,
     fsync_file,
     memory_h5,
@@ -115,7 +116,7 @@ def _copy_committed(path, plan, written):
             raise
         raise StoreError(f"store {path} cannot be resumed: rebuilding it from its committed rows needs about "
                          f"{size} bytes beside it and the disk is full ({os.strerror(exc.errno)}); the store is "
-                         f"unchanged: free space, then run `dlnm resume {path}` again") from exc
+                         f"unchanged: free space, then run `{command('resume', path)}` again") from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -223,7 +224,7 @@ def _extend_short_file(path):
     except OSError as exc:
         raise StoreError(f"store {path} cannot be resumed: it has {size} bytes of the {eof} its HDF5 superblock "
                          f"records and extending it failed ({exc.strerror}): raise the file-size limit (ulimit -f) "
-                         f"or free space, then run `dlnm resume {path}` again") from exc
+                         f"or free space, then run `{command('resume', path)}` again") from exc
     return size
 
 

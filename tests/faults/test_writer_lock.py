@@ -18,7 +18,7 @@ import sys
 import pytest
 
 import dlnmomentum as dm
-from dlnmomentum.store import files
+from dlnmomentum.store import files, lockfile
 from dlnmomentum.store.files import StoreExistsError, StoreLockedError, WriterLock, lock_holder
 
 SMALL = dict(n=8, d=13, s=3, n_test=50)
@@ -92,7 +92,7 @@ def test_an_unreadable_lock_file_is_named_and_left(tmp_path, monkeypatch, age):
                 raise PermissionError(13, "Permission denied", name)
             return real_open(name, *args, **kw)
 
-        monkeypatch.setattr(files, "open", refusing_open, raising=False)
+        monkeypatch.setattr(lockfile, "open", refusing_open, raising=False)
     try:
         _refused(path, "cannot be read (Permission denied)")
         assert os.path.exists(_lock(path))
