@@ -543,9 +543,10 @@ def _open_error(path, exc):
         if eof is not None and eof > size:
             return StoreCorruptError(
                 f"store {path} is truncated: it has {size} bytes of the {eof} its HDF5 superblock records. A "
-                f"writer stopped by a file-size limit (ulimit -f) or a full disk leaves a run store so: if it is "
-                f"one, `{command('resume', path)}` extends it and rebuilds it from its committed rows (which verify by "
-                f"their checksums). Sweep, network sweep and figure stores are never left so by their writers "
+                f"writer stopped by a file-size limit (ulimit -f) or a full disk leaves a run store so: "
+                f"`{command('resume', path)}` extends it and rebuilds it from its committed rows (which verify by "
+                f"their checksums) unless the missing bytes held part of its HDF5 metadata (then it says so and "
+                f"leaves the file as it is). Sweep, network sweep and figure stores are never left so by their writers "
                 f"(made whole, then written in place): such a file was cut short afterwards (a copy), restore it "
                 f"from a copy or compute it again (HDF5: {msg})")
         return StoreCorruptError(f"store {path} is truncated ({size} bytes; HDF5: {msg})")

@@ -281,11 +281,17 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
                     saved = _repair_flags(path)
                     repaired = saved is not None or short is not None
                     plan = read_plan(path)
-                except BaseException:
+                except BaseException as exc:
                     if saved is not None:  # not a store this can repair: leave it as it was, flags too
                         restore_superblock(path, saved)
                     if short is not None:
                         os.truncate(path, short)
+                        if isinstance(exc, StoreCorruptError):  # (the reader's advice said this may happen: say why)
+                            raise StoreCorruptError(
+                                f"store {path} is truncated: it has {short} bytes of the {superblock_eof(path)} its "
+                                f"HDF5 superblock records, and the missing bytes held part of its HDF5 metadata (its "
+                                f"structure), which resuming cannot rebuild; the file is left as it was: restore it "
+                                f"from a copy, or compute it again into a new store ({exc})") from exc
                     raise
                 plan.clean = plan.clean and not repaired
                 if short is not None:
