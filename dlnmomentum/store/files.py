@@ -570,19 +570,20 @@ def metadata_damaged(exc):
     return any(m in text for m in _METADATA_DAMAGE)
 
 
-def read_error(path, exc, what=None, hint=""):
+def read_error(path, exc, what=None, hint="", rebuilt=False):
     """The error to raise for ``exc``, met while reading ``what`` (a dataset, a group) of an open store.
 
     A live writer may be changing the file under an unlocked reader: that is :class:`StoreBusyError`;
     otherwise the file is damaged: :class:`StoreCorruptError` naming the file and ``what`` (and ``hint``,
-    what repairs it: only where the damage is to numbers; damaged HDF5 metadata gets :data:`UNREPAIRABLE`).
+    what repairs it: only where the damage is to numbers; damaged HDF5 metadata gets :data:`UNREPAIRABLE`, unless
+    ``rebuilt``: the repair writes ``what`` anew, structure and all, as a resume writes a run's ``/final``).
     """
     if isinstance(exc, StoreError):
         return exc
     where = f" {what}" if what else ""
     if lock_holder(path, ignore_self=True) is not None:
         return _busy(path, f"being written while{where or ' it'} was read", exc)
-    if metadata_damaged(exc):
+    if metadata_damaged(exc) and not rebuilt:
         hint = UNREPAIRABLE
     return StoreCorruptError(f"store {path}:{where or ' the file'} is damaged and cannot be read "
                              f"({type(exc).__name__}: {exc}){hint}")
@@ -594,14 +595,14 @@ READ_ERRORS = (OSError, KeyError, ValueError, TypeError, RuntimeError)
 
 
 @contextlib.contextmanager
-def reading(path, what=None):
+def reading(path, what=None, hint="", rebuilt=False):
     """Turn the errors of reading an open store into :func:`read_error`'s (busy or damaged, named)."""
     try:
         yield
     except StoreError:
         raise
     except READ_ERRORS as exc:
-        raise read_error(path, exc, what) from exc
+        raise read_error(path, exc, what, hint, rebuilt) from exc
 
 
 def retry_busy(read, wait=READ_WAIT):

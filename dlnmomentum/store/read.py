@@ -33,7 +33,7 @@ from .files import (  # noqa: F401 - check_readable and open_h5 are this module'
     to_jsonable,
     verify_guarded,
 )
-from .final import read_final
+from .final import FINAL_DAMAGED, read_final
 from .format import (
     FORMAT_VERSION,
     OBSERVABLE_INFO,
@@ -375,12 +375,16 @@ class Store:
         if "result" in self._cache:
             return self._cache["result"]
         with self._file() as f:
-            if "final" not in f or not int(f["final"].attrs.get("complete", 1)) or self.live:
-                return None  # a pre-created /final holds the template values until the writer closes
-            g = f["final"]
-            cls, fields = read_final(g)
-            traj_field = attr_str(g.attrs.get("trajectory_field", "")) or None
-            problem_field = attr_str(g.attrs.get("problem_field", "")) or None
+            if "final" not in f or self.live:
+                return None
+            # (/final's own structure may be damaged too: a resume writes it anew, so that is its repair as well)
+            with reading(self.path, "/final", FINAL_DAMAGED, rebuilt=True):
+                g = f["final"]
+                if not int(g.attrs.get("complete", 1)):
+                    return None  # a pre-created /final holds the template values until the writer closes
+                cls, fields = read_final(g)
+                traj_field = attr_str(g.attrs.get("trajectory_field", "")) or None
+                problem_field = attr_str(g.attrs.get("problem_field", "")) or None
         if traj_field:
             fields[traj_field] = self.trajectory
         if problem_field:
@@ -506,7 +510,8 @@ def inspect_lines(path, store=None):
         try:
             result = s.result
         except StoreCorruptError as exc:
-            out.append(f"{DAMAGED}: {exc}; `{command('resume', s.path)}` computes the run again")
+            out.append(f"{DAMAGED}: {str(exc).removesuffix(FINAL_DAMAGED)}; `{command('resume', s.path)}` computes "
+                       "the run again")
     if result is not None:
         out.append("final       :")
         summary = result.summary() if hasattr(result, "summary") else "\n".join(
