@@ -9,7 +9,7 @@ import warnings
 from ..problem import sparse_regression
 from ..record import Record
 from ..status import Status
-from ..store.files import json_text, to_jsonable
+from ..store.files import command, json_text, to_jsonable
 from ..sweeps.grid import parse_grid
 from ..validate import MAX_STEPS
 
@@ -204,7 +204,7 @@ def print_result(result, args, problem=None, theorem=None):
     if code == EXIT_INTERRUPTED:  # say how to go on, as dlnm inspect does
         store = getattr(args, "store", None) or getattr(args, "path", None)
         print(f"dlnm {args.command}: interrupted after {result.steps_done} steps; "
-              + (f"continue with: dlnm resume {store}" if store else
+              + (f"continue with: {command('resume', store)}" if store else
                  "nothing was kept (no --store): give --store FILE to make a run resumable"), file=sys.stderr)
     return code
 

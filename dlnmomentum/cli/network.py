@@ -8,6 +8,7 @@ import sys
 
 from ..api import mgd, networks_sweep, repair_left_open_sweep, resume_sweep
 from ..networks import deep_linear, teacher_student
+from ..store.files import command
 from ..store.kinds import store_kind, wrong_kind
 from ..store.network_sweep import read as read_network_sweep
 from ..sweeps.networks import config_differences as network_config_differences
@@ -154,12 +155,12 @@ def _refuse_other_arguments(args, path):
     generator = args.architecture.replace("-", "_")
     if spec is not None and spec["generator"] != generator:
         stored_arch = spec["generator"].replace("_", "-")
-        raise ValueError(f"--store {path} holds a {stored_arch} sweep, not {args.architecture}; continue it with dlnm "
-                         f"network {stored_arch} --store {path} --resume, or give another --store")
+        raise ValueError(f"--store {path} holds a {stored_arch} sweep, not {args.architecture}; continue it with "
+                         f"{command('network', stored_arch, '--store', path, '--resume')}, or give another --store")
     if not given:
         return
-    how = (f"--resume continues the stored sweep as it is: drop them to continue it (dlnm network {args.architecture} "
-           f"--store {path} --resume), or give another --store")
+    how = (f"--resume continues the stored sweep as it is: drop them to continue it "
+           f"({command('network', args.architecture, '--store', path, '--resume')}), or give another --store")
     data = [d for d in given if d not in _SWEEP_ARGUMENTS + ("data_seed",)]
     if spec is None:  # a sweep of a given NetworkProblem (Python API): the data options cannot describe it
         if data:
@@ -201,7 +202,8 @@ def _finish_sweep(sw, args):
         print(sw.summary())
     if getattr(sw, "interrupted", False) or not sw.complete:
         print(f"dlnm network: interrupted; {int(sw.done.sum())}/{sw.done.size} points done"
-              + (f"; continue with: dlnm network {args.architecture} --resume --store {sw.path}" if sw.path else ""),
+              + (f"; continue with: {command('network', args.architecture, '--resume', '--store', sw.path)}"
+                 if sw.path else ""),
               file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK

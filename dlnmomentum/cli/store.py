@@ -6,7 +6,7 @@ import sys
 
 from ..figures import open_figure
 from ..store import resume
-from ..store.files import StoreError
+from ..store.files import StoreError, command
 from ..store.kinds import store_kind, wrong_kind
 from ..store.read import DAMAGED, inspect_json, inspect_lines
 from ..sweeps.execute import inspect_lines as sweep_inspect_lines
@@ -50,7 +50,7 @@ def _cmd_inspect(args):
             print(line)
         damaged = any(line.startswith(DAMAGED) for line in lines)
     if damaged:  # everything readable was shown; the file itself is not usable as it is
-        print(f"dlnm: error: {args.path} is damaged; `dlnm resume {args.path}` computes the run again",
+        print(f"dlnm: error: {args.path} is damaged; `{command('resume', args.path)}` computes the run again",
               file=sys.stderr)
         return EXIT_ERROR
     return EXIT_OK

@@ -9,6 +9,7 @@ import numba
 
 from ..api import repair_left_open_sweep, resume_sweep, sweep
 from ..runs.stepping import SCHEMES
+from ..store.files import command
 from ..store.sweep_format import SweepFile
 from ..sweeps.distributed import connect
 from ..sweeps.networks import is_network_sweep
@@ -105,12 +106,12 @@ def _refuse_other_arguments(args, path):
     if not given:
         return
     options = ", ".join(DEFINING[d] for d in given)
-    how = (f"--resume continues the stored sweep as it is: drop them to continue it (dlnm sweep --store {path} "
-           "--resume), or give another --store")
+    how = (f"--resume continues the stored sweep as it is: drop them to continue it "
+           f"({command('sweep', '--store', path, '--resume')}), or give another --store")
     if is_network_sweep(path):
         raise ValueError(f"--store {path} holds a network sweep, which {options} cannot describe; --resume "
-                         f"continues the stored sweep as it is: continue it with dlnm network ARCHITECTURE --store "
-                         f"{path} --resume, or give another --store")
+                         f"continues the stored sweep as it is: continue it with "
+                         f"{command('network', 'ARCHITECTURE', '--store', path, '--resume')}, or give another --store")
     stored, problem = SweepFile(path).read_config(action="resume")
     kw = _stored_arguments(stored)
     design = [d for d in ("gammas", "betas", "lams", "pairs") if d in given]
@@ -170,7 +171,7 @@ def _run(args, log, progress, client):
         print(result.summary())
     if getattr(result, "interrupted", False):
         print(f"dlnm sweep: interrupted; {int(result.done.sum())}/{result.done.size} points done"
-              + (f"; continue with: dlnm sweep --resume --store {result.path}" if result.path else ""),
+              + (f"; continue with: {command('sweep', '--resume', '--store', result.path)}" if result.path else ""),
               file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK

@@ -30,7 +30,7 @@ import os
 
 import h5py
 
-from ..store.files import READ_ERRORS, StoreError, attr_str, open_h5, read_error, reading
+from ..store.files import READ_ERRORS, StoreError, attr_str, command, open_h5, read_error, reading
 from ..validate import as_bool, as_store_path
 from . import (
     common,
@@ -131,7 +131,7 @@ def plot_store(path, out=None):
             raise
         except OSError as exc:  # (a full disk) the store is intact
             raise OSError(exc.errno, f"{exc.strerror} (the figure store {path} is complete: "
-                          f"`dlnm plot {path}` draws it again once there is room)") from exc
+                          f"`{command('plot', path)}` draws it again once there is room)") from exc
     finally:
         if fig is not None:
             plt.close(fig)
@@ -233,7 +233,8 @@ class FigureStore:
             lines.append("datasets     : " + ", ".join(f"{k} {tuple(v)}" for k, v in self.datasets.items()))
         lines.append("claims       :")
         lines.extend(f"  {key}: {json.dumps(value, default=str)}" for key, value in self.claims.items())
-        lines.append(f"file         : {os.path.getsize(self.path) / 1024:.1f} KiB; `dlnm plot {self.path}` draws it")
+        lines.append(f"file         : {os.path.getsize(self.path) / 1024:.1f} KiB; "
+                     f"`{command('plot', self.path)}` draws it")
         return lines
 
     def summary(self):

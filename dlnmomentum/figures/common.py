@@ -205,9 +205,9 @@ def new_store(path, name, size, overwrite=False):
     An existing store is never replaced without ``overwrite``.
     """
     if os.path.exists(path) and not overwrite:
-        from ..store.files import StoreExistsError
+        from ..store.files import StoreExistsError, command
 
-        raise StoreExistsError(f"figure store {path} exists; `dlnm plot {path}` redraws it, --overwrite "
+        raise StoreExistsError(f"figure store {path} exists; `{command('plot', path)}` redraws it, --overwrite "
                                "recomputes it")
     if overwrite:  # only a figure store this package wrote is ever replaced
         from ..store.kinds import require_overwritable

@@ -26,8 +26,18 @@ from .errors import (  # noqa: F401 (re-exported: the package imports them from 
     StoreError,
     StoreExistsError,
     StoreLockedError,
+    command,
 )
 from .handles import locked_by_another_process, open_handles
+from .lockfile import (  # noqa: F401 (process_start, pid_alive, read_lock re-exported)
+    describe_writer,
+    lock_age,
+    lock_is_stale,
+    lock_record,
+    pid_alive,
+    process_start,
+    read_lock,
+)
 from .superblock import (  # noqa: F401 (re-exported: the store modules import them from here)
     HDF5_SIGNATURE,
     clear_status_flags,
@@ -266,8 +276,20 @@ def read_checkpoint_file(file):
 
 # -- lock file ----------------------------------------------------------------------------------
 
+def locked_error(path, holder):
+    """The :class:`StoreLockedError` for a store whose lock ``holder`` (:func:`lock_holder`'s dict; ``{}``: its lock
+    file is being created) is a live writer: it names the writer and what to do."""
+    who = describe_writer(holder) if holder else "another process (its lock file is being created)"
+    return StoreLockedError(f"store {path} is open for writing by {who}; wait for it to finish or stop it "
+                            f"(if no such process exists, delete {side_paths(path)['lock']})")
+
+
 class WriterLock:
-    """``<store>.lock``: created with O_EXCL, holds the writer's pid/host; stale locks are taken over."""
+    """``<store>.lock``: created with O_EXCL, holds the writer's pid/host; stale locks are taken over.
+
+    Only what this package writes is ever removed: a lock file that is not a writer record (a directory, a file it
+    cannot read, other content) refuses the writer with a message naming it, and is left as it is.
+    """
 
     def __init__(self, path, info):
         self.path = path
@@ -291,17 +313,18 @@ class WriterLock:
                                  f"{purpose} needs a writable directory; reading a store needs nothing "
                                  f"(dlnmomentum.open_store, open_sweep, dlnm inspect)") from None
             except FileExistsError:
-                other = read_lock(lock_path)
-                if lock_is_stale(lock_path, other):
-                    _remove_stale(lock_path)
+                other, problem = lock_record(lock_path)
+                if problem == "missing":  # released between the two calls
                     continue
-                who = "another process (lock being created)"
-                if other:
-                    who = (f"process {other.get('pid')} on {other.get('host')} since {other.get('since')} "
-                           f"({other.get('purpose', 'writing')})")
-                raise StoreLockedError(
-                    f"store {path} is open for writing by {who}; wait for it to finish or stop it "
-                    f"(if no such process exists, delete {lock_path})") from None
+                if problem not in (None, "empty"):  # not a lock this package wrote: whose it is cannot be known
+                    raise StoreError(
+                        f"the lock file {lock_path} of store {path} {problem}: {purpose} cannot tell whether another "
+                        f"process is writing the store, and removes only lock files it wrote; if no process writes "
+                        f"the store, remove {lock_path} (or move it away), then try again") from None
+                if lock_is_stale(lock_path, other):
+                    _remove_stale(lock_path, path, other)
+                    continue
+                raise locked_error(path, other or {}) from None
             try:
                 with os.fdopen(fd, "w") as fh:
                     json.dump(info, fh)
@@ -322,59 +345,15 @@ class WriterLock:
                 os.unlink(self.lock_path)
 
 
-def read_lock(lock_path):
-    try:
-        with open(lock_path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
-
-
-def pid_alive(pid):
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return True
-    return True
-
-
-def process_start(pid):
-    """When process ``pid`` started (clock ticks after boot: field 22 of Linux's ``/proc/<pid>/stat``), or None where
-    that cannot be read. With the pid it names one process: a pid the system gave to another process since is not
-    the lock's writer."""
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
-            data = fh.read()
-        return int(data[data.rindex(b")") + 2:].split()[19])  # (fields after the command name start at field 3)
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def lock_is_stale(lock_path, info):
-    """True when the lock's process is gone (same host; a live process that got its pid since is not it), or an
-    unreadable lock is old."""
-    if info is None:
-        try:
-            return time.time() - os.path.getmtime(lock_path) > 10.0
-        except OSError:
-            return True
-    if info.get("host") != socket.gethostname():
-        return False
-    pid = info.get("pid", -1)
-    if not pid_alive(pid):
-        return True
-    started = info.get("process_start")
-    now = process_start(pid) if started is not None else None
-    return now is not None and now != started  # (a writer killed, its pid reused: the store is not running)
-
-
 def lock_holder(path, ignore_self=False):
-    """The live writer of a store as a dict, or None (``ignore_self``: None when it is this process)."""
+    """The live writer of a store as a dict, or None (``ignore_self``: None when it is this process).
+
+    ``{}``: a writer whose lock file is being created (empty and new). A lock file that holds no writer record (a
+    directory, unreadable, other content) names no writer: None (a writer refuses it, see :class:`WriterLock`).
+    """
     lock_path = side_paths(path)["lock"]
-    info = read_lock(lock_path)
-    if info is None and not os.path.exists(lock_path):
+    info, problem = lock_record(lock_path)
+    if problem not in (None, "empty"):
         return None
     if lock_is_stale(lock_path, info):
         return None
@@ -383,14 +362,28 @@ def lock_holder(path, ignore_self=False):
     return info or {}
 
 
-def _remove_stale(lock_path):
+def _remove_stale(lock_path, path, stale):
+    """Remove the lock file ``lock_path`` of ``path`` judged stale (``stale``: its record, None for an old empty
+    file). It is renamed away first, then read again: another writer may have taken the stale lock over and made its
+    own between the check and the rename, and that live lock is put back (a hard link: only where nothing is)."""
     tmp = f"{lock_path}.stale{os.getpid()}"
     try:
         os.replace(lock_path, tmp)
     except FileNotFoundError:
         return
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
+    except OSError as exc:  # (a sticky /tmp and another user's lock, a read-only directory)
+        whose = f"by {describe_writer(stale)}, which is gone" if stale else "empty, by a writer that died"
+        raise StoreError(f"the lock file {lock_path} of store {path} was left {whose}, and cannot be removed "
+                         f"({exc.strerror or exc}): remove it (its owner can), then try again") from None
+    try:
+        info, problem = lock_record(tmp)
+        same = info == stale if stale is not None else problem == "empty" and lock_is_stale(tmp, None)
+        if not same:
+            with contextlib.suppress(OSError):
+                os.link(tmp, lock_path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 # -- opening HDF5 files: readers never block writers ------------------------------------------------
@@ -462,9 +455,9 @@ def open_h5(path, wait=READ_WAIT):
                 if lock_holder(path, ignore_self=True) is None and not locked_by_another_process(path):
                     raise StoreCorruptError(
                         f"store {path} was left open by a writer that died outside its streaming phase; "
-                        f"continuing it repairs it: `dlnm resume {path}` (dlnmomentum.resume) for a run, "
-                        f"dlnmomentum.resume_sweep('{path}') (`dlnm sweep --store {path} --resume`, `dlnm network "
-                        f"ARCHITECTURE --store {path} --resume`) for a sweep") from last
+                        f"continuing it repairs it: `{command('resume', path)}` (dlnmomentum.resume) for a run, "
+                        f"dlnmomentum.resume_sweep({path!r}) (`{command('sweep', '--store', path, '--resume')}`, "
+                        f"`{command('network', 'ARCHITECTURE', '--store', path, '--resume')}`) for a sweep") from last
         elif "truncated file" in msg and lock_holder(path, ignore_self=True) is not None:
             pass  # a live writer is extending the file under this unlocked reader: wait and retry
         elif "unable to lock" not in msg:
@@ -550,9 +543,10 @@ def _open_error(path, exc):
         if eof is not None and eof > size:
             return StoreCorruptError(
                 f"store {path} is truncated: it has {size} bytes of the {eof} its HDF5 superblock records. A "
-                f"writer stopped by a file-size limit (ulimit -f) or a full disk leaves a run store so: if it is "
-                f"one, `dlnm resume {path}` extends it and rebuilds it from its committed rows (which verify by "
-                f"their checksums). Sweep, network sweep and figure stores are never left so by their writers "
+                f"writer stopped by a file-size limit (ulimit -f) or a full disk leaves a run store so: "
+                f"`{command('resume', path)}` extends it and rebuilds it from its committed rows (which verify by "
+                f"their checksums) unless the missing bytes held part of its HDF5 metadata (then it says so and "
+                f"leaves the file as it is). Sweep, network sweep and figure stores are never left so by their writers "
                 f"(made whole, then written in place): such a file was cut short afterwards (a copy), restore it "
                 f"from a copy or compute it again (HDF5: {msg})")
         return StoreCorruptError(f"store {path} is truncated ({size} bytes; HDF5: {msg})")
@@ -576,19 +570,20 @@ def metadata_damaged(exc):
     return any(m in text for m in _METADATA_DAMAGE)
 
 
-def read_error(path, exc, what=None, hint=""):
+def read_error(path, exc, what=None, hint="", rebuilt=False):
     """The error to raise for ``exc``, met while reading ``what`` (a dataset, a group) of an open store.
 
     A live writer may be changing the file under an unlocked reader: that is :class:`StoreBusyError`;
     otherwise the file is damaged: :class:`StoreCorruptError` naming the file and ``what`` (and ``hint``,
-    what repairs it: only where the damage is to numbers; damaged HDF5 metadata gets :data:`UNREPAIRABLE`).
+    what repairs it: only where the damage is to numbers; damaged HDF5 metadata gets :data:`UNREPAIRABLE`, unless
+    ``rebuilt``: the repair writes ``what`` anew, structure and all, as a resume writes a run's ``/final``).
     """
     if isinstance(exc, StoreError):
         return exc
     where = f" {what}" if what else ""
     if lock_holder(path, ignore_self=True) is not None:
         return _busy(path, f"being written while{where or ' it'} was read", exc)
-    if metadata_damaged(exc):
+    if metadata_damaged(exc) and not rebuilt:
         hint = UNREPAIRABLE
     return StoreCorruptError(f"store {path}:{where or ' the file'} is damaged and cannot be read "
                              f"({type(exc).__name__}: {exc}){hint}")
@@ -600,14 +595,14 @@ READ_ERRORS = (OSError, KeyError, ValueError, TypeError, RuntimeError)
 
 
 @contextlib.contextmanager
-def reading(path, what=None):
+def reading(path, what=None, hint="", rebuilt=False):
     """Turn the errors of reading an open store into :func:`read_error`'s (busy or damaged, named)."""
     try:
         yield
     except StoreError:
         raise
     except READ_ERRORS as exc:
-        raise read_error(path, exc, what) from exc
+        raise read_error(path, exc, what, hint, rebuilt) from exc
 
 
 def retry_busy(read, wait=READ_WAIT):

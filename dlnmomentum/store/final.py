@@ -210,7 +210,8 @@ def read_final(g):
     for name in (f.name for f in dataclasses.fields(cls)):
         if name not in types:
             continue
-        with reading(g.file.filename, f"dataset {g.name}/{name}"):
+        # (damaged HDF5 metadata here too is mended by a resume: it writes /final anew and computes the result again)
+        with reading(g.file.filename, f"dataset {g.name}/{name}", FINAL_DAMAGED, rebuilt=True):
             out[name] = _decode_value(g[name], types[name], classes, name)
     return cls, out
 

@@ -2,12 +2,14 @@
 locks of other processes; and what a sweep stopped by one of them says.
 
 Used by :mod:`.files` to tell a busy store from a damaged one (issue 23, B6/B7): nothing here imports the rest
-of the package.
+of the package but its errors module.
 """
 
 import os
 
 import h5py
+
+from .errors import command
 
 
 def open_handles(path):
@@ -57,7 +59,7 @@ def locked_by_another_process(path):
 def sweep_stopped(exc, path, done, network=False):
     """The :class:`~.files.StoreBusyError` ``exc`` that stopped a sweep writing to ``path`` (another program holds an
     HDF5 lock on the store), with what the store keeps (``done``: the mask of points in it) and how to go on."""
-    command = (f"`dlnm network ARCHITECTURE --store {path} --resume`" if network else
-               f"`dlnm sweep --store {path} --resume`")
+    how = (f"`{command('network', 'ARCHITECTURE', '--store', path, '--resume')}`" if network else
+           f"`{command('sweep', '--store', path, '--resume')}`")
     return type(exc)(f"{exc}; the sweep stopped with {int(done.sum())}/{done.size} points in the store {path}: "
-                     f"once the other program has closed it, continue with {command} (dlnmomentum.resume_sweep)")
+                     f"once the other program has closed it, continue with {how} (dlnmomentum.resume_sweep)")

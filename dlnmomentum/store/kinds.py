@@ -10,6 +10,7 @@ import contextlib
 import os
 import stat
 
+from .errors import shell_word
 from .files import (
     StoreCorruptError,
     StoreError,
@@ -32,19 +33,27 @@ FORMATS = {"run": RUN_FORMAT, "sweep": SWEEP_FORMAT, "network-sweep": NETWORK_SW
 #: The root attributes of a figure store written before 0.6.0, which had no ``format`` attribute.
 _FIGURE_ATTRS_BEFORE_0_6 = ("figure", "size", "setting", "summary", "package_version")
 
-#: Every kind of file the package writes: ``(what it is, its reader, how to continue it)``, ``{path}`` the file.
+#: Every kind of file the package writes: ``(what it is, its reader, how to continue it)``, templates of
+#: :func:`how`: ``{path!r}`` the file in Python, ``{sh}`` the file as a shell word (:func:`.errors.shell_word`).
 #: A reader given a file of another kind names what the file is and its reader (:func:`wrong_kind`).
 FILE_KINDS = {
-    "run": ("a run store", "dlnmomentum.open_store('{path}') (`dlnm inspect {path}`)",
-            "dlnmomentum.resume('{path}') (`dlnm resume {path}`)"),
-    "sweep": ("a sweep store", "dlnmomentum.open_sweep('{path}') (`dlnm inspect {path}`)",
-              "dlnmomentum.resume_sweep('{path}') (`dlnm sweep --store {path} --resume`)"),
-    "network-sweep": ("a network sweep store", "dlnmomentum.open_sweep('{path}') (`dlnm inspect {path}`)",
-                      "dlnmomentum.resume_sweep('{path}') (`dlnm network ARCHITECTURE --store {path} --resume`)"),
-    "figure": ("a figure store", "dlnmomentum.figures.open_figure('{path}') (`dlnm inspect {path}`; "
-               "`dlnm plot {path}` draws it)",
+    "run": ("a run store", "dlnmomentum.open_store({path!r}) (`dlnm inspect {sh}`)",
+            "dlnmomentum.resume({path!r}) (`dlnm resume {sh}`)"),
+    "sweep": ("a sweep store", "dlnmomentum.open_sweep({path!r}) (`dlnm inspect {sh}`)",
+              "dlnmomentum.resume_sweep({path!r}) (`dlnm sweep --store {sh} --resume`)"),
+    "network-sweep": ("a network sweep store", "dlnmomentum.open_sweep({path!r}) (`dlnm inspect {sh}`)",
+                      "dlnmomentum.resume_sweep({path!r}) (`dlnm network ARCHITECTURE --store {sh} --resume`)"),
+    "figure": ("a figure store", "dlnmomentum.figures.open_figure({path!r}) (`dlnm inspect {sh}`; "
+               "`dlnm plot {sh}` draws it)",
                "`dlnm figure NAME --out DIR` (a figure's sweeps continue from DIR/parts)"),
 }
+
+
+def how(kind, path, action="read"):
+    """How to read (``action="read"``) or continue (``"resume"``) the file ``path`` of ``kind`` (:data:`FILE_KINDS`):
+    the Python call and the command line, the path quoted for each (a copied command runs as it reads)."""
+    template = FILE_KINDS[kind][2 if action == "resume" else 1]
+    return template.format(path=str(path), sh=shell_word(path))
 
 
 def kind_of(attrs):
@@ -82,8 +91,8 @@ def wrong_kind(path, kind, wanted, action="read"):
     if kind is None:
         return StoreError(f"{path} is an HDF5 file but not {want}: it is none of the files dlnmomentum writes "
                           f"({', '.join(v[0] for v in FILE_KINDS.values())})")
-    what, reader, cont = FILE_KINDS[kind]
-    hint = (cont if action == "resume" else reader).format(path=path)
+    what = FILE_KINDS[kind][0]
+    hint = how(kind, path, action)
     return StoreError(f"{path} is {what}, not {want}; {'continue' if action == 'resume' else 'read'} it with "
                       f"{hint}")
 

@@ -38,6 +38,7 @@ from .files import (
     StoreError,
     WriterLock,
     attr_str,
+    command,
     fsync_dir,
     guarded,
     memory_h5,
@@ -187,8 +188,9 @@ def _read_grid(path, f, name):
         return ds[...]
     except READ_ERRORS as exc:
         raise read_error(path, exc, f"dataset {ds.name}",
-                         hint=f"; resuming the sweep (dlnmomentum.resume_networks_sweep, `dlnm network ... --store "
-                              f"{path} --resume`) computes the points of a damaged chunk again") from exc
+                         hint=f"; resuming the sweep (dlnmomentum.resume_networks_sweep, "
+                              f"`{command('network', '...', '--store', path, '--resume')}`) computes the points "
+                              "of a damaged chunk again") from exc
 
 
 def start_session(path):

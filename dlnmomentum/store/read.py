@@ -22,6 +22,7 @@ from .files import (  # noqa: F401 - check_readable and open_h5 are this module'
     StoreError,
     attr_str,
     check_readable,
+    command,
     lock_holder,
     open_h5,
     read_checkpoint_file,
@@ -32,7 +33,7 @@ from .files import (  # noqa: F401 - check_readable and open_h5 are this module'
     to_jsonable,
     verify_guarded,
 )
-from .final import read_final
+from .final import FINAL_DAMAGED, read_final
 from .format import (
     FORMAT_VERSION,
     OBSERVABLE_INFO,
@@ -374,12 +375,16 @@ class Store:
         if "result" in self._cache:
             return self._cache["result"]
         with self._file() as f:
-            if "final" not in f or not int(f["final"].attrs.get("complete", 1)) or self.live:
-                return None  # a pre-created /final holds the template values until the writer closes
-            g = f["final"]
-            cls, fields = read_final(g)
-            traj_field = attr_str(g.attrs.get("trajectory_field", "")) or None
-            problem_field = attr_str(g.attrs.get("problem_field", "")) or None
+            if "final" not in f or self.live:
+                return None
+            # (/final's own structure may be damaged too: a resume writes it anew, so that is its repair as well)
+            with reading(self.path, "/final", FINAL_DAMAGED, rebuilt=True):
+                g = f["final"]
+                if not int(g.attrs.get("complete", 1)):
+                    return None  # a pre-created /final holds the template values until the writer closes
+                cls, fields = read_final(g)
+                traj_field = attr_str(g.attrs.get("trajectory_field", "")) or None
+                problem_field = attr_str(g.attrs.get("problem_field", "")) or None
         if traj_field:
             fields[traj_field] = self.trajectory
         if problem_field:
@@ -488,9 +493,9 @@ def inspect_lines(path, store=None):
            f"updated {a.get('updated')}",
            "written by  : " + ", ".join(f"{k.replace('_version', '')} {v}" for k, v in s.versions.items())]
     state = s.state
-    note = {"complete": "", "interrupted": f" -- `dlnm resume {s.path}` continues it",
+    note = {"complete": "", "interrupted": f" -- `{command('resume', s.path)}` continues it",
             "running": f" -- written by process {(lock_holder(s.path) or {}).get('pid')}",
-            "crashed": f" -- the writer died; `dlnm resume {s.path}` continues it"}[state]
+            "crashed": f" -- the writer died; `{command('resume', s.path)}` continues it"}[state]
     if state in ("complete", "interrupted"):
         budget = ("adaptive steps (a budget)" if s.family == "flow-adaptive" else "steps")
         out.append(f"status      : {s.status_name} ({st.STATUS_MESSAGES[s.status]}) after "
@@ -505,7 +510,8 @@ def inspect_lines(path, store=None):
         try:
             result = s.result
         except StoreCorruptError as exc:
-            out.append(f"{DAMAGED}: {exc}; `dlnm resume {s.path}` computes the run again")
+            out.append(f"{DAMAGED}: {str(exc).removesuffix(FINAL_DAMAGED)}; `{command('resume', s.path)}` computes "
+                       "the run again")
     if result is not None:
         out.append("final       :")
         summary = result.summary() if hasattr(result, "summary") else "\n".join(

@@ -29,6 +29,7 @@ from .files import (
     WriterLock,
     attr_str,
     clear_status_flags,
+    command,
     fsync_dir,
     fsync_file,
     memory_h5,
@@ -115,7 +116,7 @@ def _copy_committed(path, plan, written):
             raise
         raise StoreError(f"store {path} cannot be resumed: rebuilding it from its committed rows needs about "
                          f"{size} bytes beside it and the disk is full ({os.strerror(exc.errno)}); the store is "
-                         f"unchanged: free space, then run `dlnm resume {path}` again") from exc
+                         f"unchanged: free space, then run `{command('resume', path)}` again") from exc
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -223,7 +224,7 @@ def _extend_short_file(path):
     except OSError as exc:
         raise StoreError(f"store {path} cannot be resumed: it has {size} bytes of the {eof} its HDF5 superblock "
                          f"records and extending it failed ({exc.strerror}): raise the file-size limit (ulimit -f) "
-                         f"or free space, then run `dlnm resume {path}` again") from exc
+                         f"or free space, then run `{command('resume', path)}` again") from exc
     return size
 
 
@@ -280,11 +281,17 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
                     saved = _repair_flags(path)
                     repaired = saved is not None or short is not None
                     plan = read_plan(path)
-                except BaseException:
+                except BaseException as exc:
                     if saved is not None:  # not a store this can repair: leave it as it was, flags too
                         restore_superblock(path, saved)
                     if short is not None:
                         os.truncate(path, short)
+                        if isinstance(exc, StoreCorruptError):  # (the reader's advice said this may happen: say why)
+                            raise StoreCorruptError(
+                                f"store {path} is truncated: it has {short} bytes of the {superblock_eof(path)} its "
+                                f"HDF5 superblock records, and the missing bytes held part of its HDF5 metadata (its "
+                                f"structure), which resuming cannot rebuild; the file is left as it was: restore it "
+                                f"from a copy, or compute it again into a new store ({exc})") from exc
                     raise
                 plan.clean = plan.clean and not repaired
                 if short is not None:

@@ -39,6 +39,7 @@ from .files import (
     StoreError,
     WriterLock,
     attr_str,
+    command,
     fsync_dir,
     guarded,
     memory_h5,
@@ -83,7 +84,7 @@ def _write_failed(path, exc, done):
                                  f"{exc}){UNREPAIRABLE}")
     return StoreError(f"writing sweep store {path} failed ({type(exc).__name__}: {exc}); the {done} points "
                       f"done before are intact: free the space (or fix the cause) and continue with "
-                      f"`dlnm sweep --store {path} --resume` (dlnmomentum.resume_sweep)")
+                      f"`{command('sweep', '--store', path, '--resume')}` (dlnmomentum.resume_sweep)")
 
 
 class SweepFile:
@@ -265,8 +266,8 @@ class SweepFile:
         except READ_ERRORS as exc:
             if damaged is None or ds.chunks is None:
                 raise read_error(self.path, exc, f"dataset {ds.name}",
-                                 hint=f"; `dlnm sweep --store {self.path} --resume` recomputes the points of "
-                                      "a damaged chunk") from exc
+                                 hint=f"; `{command('sweep', '--store', self.path, '--resume')}` recomputes the "
+                                      "points of a damaged chunk") from exc
         out = np.full(ds.shape, ds.fillvalue, dtype=ds.dtype)
         grid = len(plan.shape)
         for sel in ds.iter_chunks():

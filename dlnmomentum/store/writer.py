@@ -58,9 +58,12 @@ from .files import (
     StoreExistsError,
     WriterLock,
     attr_str,
+    command,
     fsync_dir,
     fsync_file,
     guarded,
+    lock_holder,
+    locked_error,
     memory_h5,
     open_h5_for_writing,
     real_path,
@@ -207,8 +210,8 @@ class StoreWriter:
         if self.created_as:  # HDF5 names the file by the temporary name it was created under
             message = message.replace(self.created_as, self.path)
         if not isinstance(failed, StoreError) and self.tmp_path is None:  # the store exists: say how to go on
-            message += (f"\nthe rows committed before are kept: `dlnm resume {self.path}` continues the run once "
-                        "the cause is gone (free space, raise the file-size limit)")
+            message += (f"\nthe rows committed before are kept: `{command('resume', self.path)}` continues the run "
+                        "once the cause is gone (free space, raise the file-size limit)")
         return StoreError(message)
 
     def _open_job(self, setup):
@@ -598,7 +601,7 @@ def drive_stored(run, writer, flag, progress):
         import warnings
 
         warnings.warn(f"store {writer.path} was left at its last checkpoint (the run was stopped between a "
-                      f"chunk and its recording); `dlnm resume {writer.path}` continues it", RuntimeWarning,
+                      f"chunk and its recording); `{command('resume', writer.path)}` continues it", RuntimeWarning,
                       stacklevel=3)
         return run.finish(st.INTERRUPTED, writer.collected or ())
     return writer.result
@@ -622,8 +625,11 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
     overwrite = as_bool("overwrite", overwrite)
     path = real_path(path)  # through a symlink: the file it leads to is locked and written, the link stays
     if os.path.lexists(path) and not overwrite:
+        holder = lock_holder(path)
+        if holder is not None:  # another writer is writing it: that, not "exists", is what stops this one
+            raise locked_error(path, holder)
         raise StoreExistsError(f"store {path} already exists; pass overwrite=True (--overwrite) to replace "
-                               f"it, or dlnmomentum.resume({path!r}) (dlnm resume) to continue it")
+                               f"it, or dlnmomentum.resume({path!r}) (`{command('resume', path)}`) to continue it")
     if overwrite:
         require_regular_or_absent(path, "run")  # a device, FIFO, ...: refused before a lock file is made next to it
     with deferred_signals() as flag:

@@ -52,7 +52,7 @@ from ..driver import deferred_signals
 from ..progress import RUN_STEPS_PER_SECOND
 from ..progress import resolve as resolve_progress
 from ..progress import start as start_progress
-from ..store.files import StoreBusyError, StoreError, to_jsonable
+from ..store.files import StoreBusyError, StoreError, command, to_jsonable
 from ..store.handles import sweep_stopped
 from .execute import begin, execute, make_engine, record
 from .flows import FlowEngine
@@ -410,9 +410,9 @@ def _lost(client, store, done, exc):
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     said = [line.split(":", 1)[1].strip() for line in lines if line.startswith("Message:")]  # Dask's own words
     why = (said or lines or [""])[0]
-    kept = (f"the {int(done.sum())}/{done.size} points done are in the store {store.path}: continue with `dlnm sweep "
-            f"--store {store.path} --resume` (dlnmomentum.resume_sweep), with --scheduler once a scheduler runs "
-            "again or without it on this machine" if store is not None else
+    kept = (f"the {int(done.sum())}/{done.size} points done are in the store {store.path}: continue with "
+            f"`{command('sweep', '--store', store.path, '--resume')}` (dlnmomentum.resume_sweep), with --scheduler "
+            "once a scheduler runs again or without it on this machine" if store is not None else
             f"{int(done.sum())}/{done.size} points were computed (no store: nothing was kept)")
     return ClusterLostError(f"the Dask cluster at {address} was lost mid-sweep ({type(exc).__name__}"
                             f"{': ' + why if why else ''}); {kept}", cause=exc)
@@ -429,7 +429,7 @@ def _failed(plan, store, done, failures, pkey, device, queue):
     others = f"; {len(failures) - 1} more blocks failed" if len(failures) > 1 else ""
     skipped = f", {sum(b.size for b in queue)} points of blocks not submitted after the failures" if queue else ""
     kept = (f"the {int(done.sum())}/{done.size} points done are in the store {store.path}: fix the cause and "
-            f"continue with `dlnm sweep --store {store.path} --resume` (dlnmomentum.resume_sweep)"
+            f"continue with `{command('sweep', '--store', store.path, '--resume')}` (dlnmomentum.resume_sweep)"
             if store is not None else f"{int(done.sum())}/{done.size} points were computed (no store)")
     return BlockFailedError(f"block {key} ({describe_block(plan, points)}) failed on the Dask workers after "
                             f"{RETRIES + 1} attempts: {why}{others}{skipped}; {kept}", key=key,

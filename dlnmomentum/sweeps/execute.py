@@ -18,7 +18,7 @@ from ..progress import start as start_progress
 from ..runs.points import FIELDS
 from ..store.files import StoreBusyError, lock_holder
 from ..store.handles import sweep_stopped
-from ..store.kinds import FILE_KINDS
+from ..store.kinds import how
 from ..store.network_sweep import FORMAT_NAME as NETWORK_FORMAT_NAME
 from ..store.network_sweep import FORMAT_VERSION as NETWORK_FORMAT_VERSION
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION, SweepFile
@@ -237,9 +237,8 @@ def inspect_lines(path):
         left = int(sw.done.size - sw.done.sum())
         holder = lock_holder(path)
         kind = "network-sweep" if is_network_sweep(path) else "sweep"
-        how = FILE_KINDS[kind][2].format(path=path)
         state = (f"running: written by process {holder.get('pid', '?')} now" if holder is not None
-                 else f"unfinished: continue it with {how}")
+                 else f"unfinished: continue it with {how(kind, path, 'resume')}")
         lines.insert(1, f"state        : {state} ({left} of {sw.done.size} points still to compute)")
     try:
         size = os.path.getsize(path)

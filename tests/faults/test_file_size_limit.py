@@ -85,3 +85,21 @@ def test_a_short_file_that_is_not_a_run_store_is_left_as_it_was(tmp_path):
         dm.resume(path)
     assert path.read_bytes() == whole[: len(whole) - 1000]
     assert sorted(os.listdir(tmp_path)) == ["other.h5"]
+
+
+def test_a_copy_cut_short_in_its_metadata_is_said_so_by_resume(tmp_path):
+    """Before: inspect said `dlnm resume` rebuilds a truncated run store; for one cut short in its HDF5 metadata (a
+    partial copy of a finished store), resume then failed with "the file is damaged" (an attribute's checksum) and no
+    word of the truncation. The reader now says when resume cannot, and resume says why, leaving the file as it was."""
+    path = tmp_path / "s.h5"
+    dm.mgd(dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=0), 0.01, 0.5, steps=20_000, store=str(path))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # (its second half holds part of its HDF5 metadata)
+    with pytest.raises(dm.StoreError, match="unless the missing bytes held part of its HDF5 metadata"):
+        dm.open_store(str(path))
+    with pytest.raises(dm.StoreError, match=rf"store {path} is truncated: it has {len(data) // 2} bytes of the "
+                                            rf"{len(data)} its HDF5 superblock records, and the missing bytes held "
+                                            "part of its HDF5 metadata"):
+        dm.resume(str(path))
+    assert path.read_bytes() == data[: len(data) // 2]
+    assert sorted(os.listdir(tmp_path)) == ["s.h5"]
