@@ -12,7 +12,7 @@ import os
 from .driver import drive
 from .networks import NetworkProblem
 from .progress import check as check_progress
-from .runs.common import auto_progress, work_flops
+from .runs.common import DEFAULT_ALPHA, auto_progress, work_flops
 from .runs.flow import prepare_mgf_from_mgd
 from .runs.flow_adaptive import prepare_flow_run
 from .runs.mgd import prepare_mgd
@@ -24,6 +24,7 @@ from .store.kinds import (
     repair_left_open,
     require_overwritable,
     require_regular_or_absent,
+    resume_or_overwrite,
 )
 from .store.sweep_format import SweepFile
 from .store.sweep_format import lock as sweep_lock
@@ -53,7 +54,7 @@ def _execute(run, progress, store, overwrite, checkpoint_every):
 
 # -- discrete time -----------------------------------------------------------------------------------
 
-def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size=None, replace=False,
+def mgd(problem, gamma, beta, *, steps, alpha=None, u0=None, v0=None, batch_size=None, replace=False,
         seed=0, tol=None, record=None, progress=None, gradient="auto", store=None, overwrite=False,
         checkpoint_every=60.0, w0=None, record_params=False):
     r"""Run heavy-ball MGD (or SMGD) on a 2-layer diagonal linear network (or on a network problem).
@@ -74,7 +75,7 @@ def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size
         Number of updates (``steps=k`` ends at :math:`w_{k+1}`, like ``k`` calls of
         ``torch.optim.SGD(lr=γ, momentum=β).step()``).
     alpha : float
-        Initialisation scale of the default ``u0 = α·1, v0 = 0``.
+        Initialisation scale of the default ``u0 = α·1, v0 = 0`` (default 0.01).
     u0, v0 : arrays (d,), optional
         Any initialisation with ``|u0_i| != |v0_i|``.
     batch_size : int, optional
@@ -116,13 +117,15 @@ def mgd(problem, gamma, beta, *, steps, alpha=0.01, u0=None, v0=None, batch_size
         ``alpha``, ``u0``, ``v0`` and ``gradient`` do not apply there.
     """
     if isinstance(problem, NetworkProblem):
-        if u0 is not None or v0 is not None or gradient != "auto":
-            raise ValueError("u0, v0 and gradient are for diagonal networks; a NetworkProblem takes w0")
+        # (alpha's default is None so that a given alpha is refused here, not ignored; 0.01 on the diagonal path)
+        if alpha is not None or u0 is not None or v0 is not None or gradient != "auto":
+            raise ValueError("alpha, u0, v0 and gradient are for diagonal networks; a NetworkProblem takes w0")
         run = prepare_network(problem, gamma, beta, steps=steps, w0=w0, batch_size=batch_size, replace=replace,
                               seed=seed, tol=tol, record=record, record_params=record_params)
         return _execute(run, progress, store, overwrite, checkpoint_every)
     if w0 is not None or record_params:
         raise ValueError("w0 and record_params are for network problems (dlnmomentum.NetworkProblem)")
+    alpha = DEFAULT_ALPHA if alpha is None else alpha
     run = prepare_mgd(problem, gamma, beta, steps=steps, alpha=alpha, u0=u0, v0=v0, batch_size=batch_size,
                       replace=replace, seed=seed, tol=tol, record=record, gradient=gradient)
     return _execute(run, progress, store, overwrite, checkpoint_every)
@@ -241,7 +244,7 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
 # -- sweeps --------------------------------------------------------------------------------------------
 
 def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, steps=None, t_max=None, reps=1,
-          batch_size=None, seed=0, store=None, tol=None, progress=None, alpha=0.01, replace=False,
+          batch_size=None, seed=0, store=None, tol=None, progress=None, alpha=None, replace=False,
           gradient="auto", block_size=None, theory=False, theory_tol=1e-8, resume=False, overwrite=False,
           log=None, wave_size=None, device="cpu", client=None, scheme="auto"):
     r"""Run MGD/SMGD over a (β, γ) grid, constant-λ lines or (γ, β) pairs, or MGF(λ) over a λ line.
@@ -284,7 +287,7 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
         (``"log"``). Default None: a bar for sweeps estimated to take over ten seconds, on a terminal or in
         Jupyter (:mod:`dlnmomentum.progress`).
     alpha : float
-        Initialisation ``u0 = α·1``, ``v0 = 0``.
+        Initialisation ``u0 = α·1``, ``v0 = 0`` (default 0.01).
     replace : bool
         SMGD batches with replacement.
     gradient : {"auto", "hessian", "data"}
@@ -330,18 +333,21 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
                                                        and "generator" in problem_or_spec):
         # a network problem or spec: the network sweep engine (same Sweep, its own store)
         if (lams is not None or t_max is not None or theory or gradient != "auto" or device != "cpu"
-                or client is not None or scheme != "auto"):
-            raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, theory, gradient, "
-                             "device, client or scheme); see dlnmomentum.networks_sweep")
+                or client is not None or scheme != "auto" or alpha is not None or block_size is not None
+                or pairs is not None):
+            raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, pairs, theory, gradient, "
+                             "alpha, block_size, device, client or scheme); see dlnmomentum.networks_sweep")
         return networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed,
                               tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
                               overwrite=overwrite, wave_size=wave_size, log=log, progress=progress)
     check_progress(progress)  # before any work
     check_log(log)
+    resume_or_overwrite(resume, overwrite)
+    alpha = DEFAULT_ALPHA if alpha is None else alpha
     config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
                                         seed, tol, alpha, replace, gradient, theory, theory_tol, scheme,
                                         pairs=pairs)
-    resume, overwrite = as_bool("resume", resume), as_bool("overwrite", overwrite)  # "no" is not False
+    resume, overwrite = resume_or_overwrite(resume, overwrite)
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     plan = Plan(config, problem)

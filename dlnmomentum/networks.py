@@ -7,13 +7,14 @@ layout of :mod:`dlnmomentum.kernels.networks` (layer ``l``: ``W_l`` of shape ``(
 row-major, then its bias when it has one). Run it with :func:`dlnmomentum.mgd`.
 """
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
 from .kernels import networks as KN
-from .problem import sparse_regression
+from .problem import _check_storable, sparse_regression
 from .validate import as_array, as_bool, as_float, as_int
 
 #: Activations of the hidden layers.
@@ -24,6 +25,14 @@ def _frozen(arr, dtype=np.float64):
     arr = np.ascontiguousarray(arr, dtype=dtype)
     arr.setflags(write=False)
     return arr
+
+
+def _sequence(name, value):
+    """A 1-D sequence of entries (list, tuple, 1-D array), refused by name otherwise (``biases=True``, a str)."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (Sequence, np.ndarray)) \
+            or np.ndim(value) != 1:
+        raise TypeError(f"{name} must be a sequence (tuple, list or 1-D array), one entry per layer, got {value!r}")
+    return value
 
 
 def parameter_layout(widths, biases):
@@ -80,15 +89,16 @@ class NetworkProblem:
     params: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        widths = tuple(as_int(f"widths[{i}]", w, low=1) for i, w in enumerate(self.widths))
+        # every entry checked by name, none coerced: bool("no") is True, int(2.7) is 2
+        widths = tuple(as_int(f"widths[{i}]", w, low=1) for i, w in enumerate(_sequence("widths", self.widths)))
         if len(widths) < 2:
             raise ValueError(f"widths must have at least 2 entries (input and output), got {widths}")
         if widths[-1] != 1:
             raise ValueError(f"widths[-1] (the output width) must be 1, got {widths[-1]}")
-        biases = tuple(bool(b) for b in self.biases)
+        biases = tuple(as_bool(f"biases[{i}]", b) for i, b in enumerate(_sequence("biases", self.biases)))
         if len(biases) != len(widths) - 1:
             raise ValueError(f"biases must have len(widths) - 1 = {len(widths) - 1} entries, got {len(biases)}")
-        if self.activation not in ACTIVATIONS:
+        if not isinstance(self.activation, str) or self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
         X = as_array("X", self.X, ndim=2, shape=(None, widths[0]))
         if X.shape[0] < 1:
@@ -103,9 +113,11 @@ class NetworkProblem:
             X_test, y_test = np.zeros((0, widths[0])), np.zeros(0)
         _, _, n_params = parameter_layout(widths, biases)
         params0 = as_array("params0", self.params0, ndim=1, shape=(n_params,))
-        teacher = None
-        if self.teacher is not None:
-            teacher = _frozen(as_array("teacher", self.teacher, ndim=1))
+        teacher, tw = self._teacher(widths, biases)
+        if not isinstance(self.params, Mapping) or not all(isinstance(k, str) for k in self.params):
+            raise TypeError(f"params must be a dict with str keys (generator parameters, stored as JSON), got "
+                            f"{type(self.params).__name__}")
+        _check_storable("params", self.params)
         object.__setattr__(self, "widths", widths)
         object.__setattr__(self, "biases", biases)
         object.__setattr__(self, "X", _frozen(X))
@@ -114,9 +126,26 @@ class NetworkProblem:
         object.__setattr__(self, "y_test", _frozen(y_test))
         object.__setattr__(self, "params0", _frozen(params0))
         object.__setattr__(self, "teacher", teacher)
-        tw = None if self.teacher_widths is None else tuple(int(w) for w in self.teacher_widths)
         object.__setattr__(self, "teacher_widths", tw)
         object.__setattr__(self, "params", dict(self.params))
+
+    def _teacher(self, widths, biases):
+        """(teacher, teacher_widths) validated: both or neither (a store keeps both, and writes neither alone), the
+        teacher a net of the student's input, output, depth and biases, its length that of its layout."""
+        if (self.teacher is None) != (self.teacher_widths is None):
+            raise ValueError("teacher and teacher_widths must be given together (both or neither), got "
+                             + ("teacher without teacher_widths" if self.teacher is not None
+                                else "teacher_widths without teacher"))
+        if self.teacher is None:
+            return None, None
+        tw = tuple(as_int(f"teacher_widths[{i}]", w, low=1)
+                   for i, w in enumerate(_sequence("teacher_widths", self.teacher_widths)))
+        if len(tw) != len(widths) or tw[0] != widths[0] or tw[-1] != 1:
+            raise ValueError(f"teacher_widths must have len(widths) = {len(widths)} entries (the teacher has the "
+                             f"student's biases), start with widths[0] = {widths[0]} and end with 1, got {tw}")
+        _, _, n_teacher = parameter_layout(tw, biases)
+        teacher = as_array("teacher", self.teacher, ndim=1, shape=(n_teacher,))
+        return _frozen(teacher), tw
 
     # -- shape -------------------------------------------------------------------------------
     @property
@@ -146,9 +175,19 @@ class NetworkProblem:
     def n_params(self):
         return int(self.params0.shape[0])
 
+    def _flat(self, flat):
+        """``flat`` checked as this net's parameters: a finite real vector of ``n_params`` entries (a longer one was
+        read by its first entries, complex input by its real part, NaN gave a NaN loss, a matrix a Numba error).
+        The input itself when it already is a C-contiguous float64 vector (views of it stay views), else a copy."""
+        checked = as_array("flat", flat, ndim=1, shape=(self.n_params,))
+        if isinstance(flat, np.ndarray) and flat.dtype == np.float64 and flat.flags.c_contiguous \
+                and not isinstance(flat, np.ma.MaskedArray):
+            return flat
+        return checked
+
     def unflatten(self, flat):
-        """``[(W_0, b_0 or None), ...]`` views of a flat parameter vector."""
-        flat = np.asarray(flat)
+        """``[(W_0, b_0 or None), ...]`` views of a flat parameter vector (``n_params`` finite reals)."""
+        flat = self._flat(flat)
         widths, w_off, b_off = self.layout
         out = []
         for layer in range(len(widths) - 1):
@@ -160,8 +199,9 @@ class NetworkProblem:
 
     # -- losses ------------------------------------------------------------------------------
     def output(self, flat, X=None):
-        """f_w(X) by NumPy (a reference; the kernels compute their own)."""
-        a = self.X if X is None else np.asarray(X, dtype=np.float64)
+        """f_w(X) by NumPy (a reference; the kernels compute their own); ``X`` of shape (rows, m_0), default the
+        training inputs."""
+        a = self.X if X is None else as_array("X", X, ndim=2, shape=(None, self.d))
         layers = self.unflatten(flat)
         for k, (W, b) in enumerate(layers):
             a = a @ W + (0.0 if b is None else b)
@@ -172,14 +212,12 @@ class NetworkProblem:
     def train_loss(self, flat):
         """L(w) = ‖f_w(X) - y‖²/(2n) (the kernels' own evaluation)."""
         widths, w_off, b_off = self.layout
-        return float(KN._net_loss(np.ascontiguousarray(flat, dtype=np.float64), widths, w_off, b_off,
-                                  self.relu, self.X, self.y))
+        return float(KN._net_loss(self._flat(flat), widths, w_off, b_off, self.relu, self.X, self.y))
 
     def test_loss(self, flat):
         """Same loss on the test set (NaN without one)."""
         widths, w_off, b_off = self.layout
-        return float(KN._net_loss(np.ascontiguousarray(flat, dtype=np.float64), widths, w_off, b_off,
-                                  self.relu, self.X_test, self.y_test))
+        return float(KN._net_loss(self._flat(flat), widths, w_off, b_off, self.relu, self.X_test, self.y_test))
 
     def summary(self):
         shown = {"n", "n_test", "widths"}

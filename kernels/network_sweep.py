@@ -34,8 +34,8 @@ def _net_sweep_chunk(
         r = lanes[i]
         if STATUS[r] != RUNNING or STEPS[r] >= total:
             continue
-        off_n, _, acts, deltas, wt, grad, Xb, yb, batch, new = _net_workspace(widths, n, 0, d, n_params,
-                                                                             batch_size)
+        off_n, acts, deltas, wt, grad, Xb, yb, batch, new = _net_workspace(widths, b_off, relu, n, d, n_params,
+                                                                          batch_size)
         X = Xs[data_of[r]]
         y = ys[data_of[r]]
         cur = PARAMS[r].copy()

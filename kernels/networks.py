@@ -261,29 +261,42 @@ def _heavy_ball(cur, prev, grad, gamma, beta, new):
 
 
 @njit(**JIT_OPTIONS)
-def _net_workspace(widths, n, n_test, d, n_params, batch_size):
-    """The scratch arrays of :func:`_net_step` for ``n`` train and ``n_test`` test rows.
+def _net_workspace(widths, b_off, relu, n, d, n_params, batch_size):
+    """The scratch arrays of :func:`_net_step` for ``n`` train rows (one set per call of a kernel, not per step).
 
-    Returns ``(off_n, off_t, acts, deltas, wt, grad, Xb, yb, batch, new)``: activation offsets of the
-    train and test sets, activations and deltas, one transposed weight matrix, the gradient, the batch
-    rows and indices, and the buffer of the next iterate.
+    Returns ``(off_n, acts, deltas, wt, grad, Xb, yb, batch, new)``: activation offsets of the train
+    set, activations and deltas, one transposed weight matrix, the gradient, the batch rows and
+    indices, and the buffer of the next iterate. Each is sized for what a step of this net reads: a
+    product-form net (:func:`.linear_networks.is_product_net`) uses only ``acts`` (its n residuals and
+    :func:`.linear_networks.work_size` floats), ``batch`` and ``new``, so the backpropagation buffers
+    are then one float each (they were n·Σm_l floats, allocated and zeroed in every chunk). A test
+    set's buffer is the caller's, and only when it records (:func:`_test_workspace`).
     """
-    full = batch_size == 0
-    nb = n if full else batch_size
-    _, size, largest = _workspace_size(widths, max(n, n_test))
+    off_n = np.zeros(widths.shape[0], dtype=np.int64)
+    _activation_offsets(widths, n, off_n)
+    batch = np.empty(max(batch_size, 1), dtype=np.int64)
+    new = np.empty(n_params)
+    if is_product_net(relu, b_off, widths):
+        acts = np.zeros(n + work_size(widths))
+        one = np.zeros(1)
+        return off_n, acts, one, one, one, np.zeros((1, d)), one, batch, new
+    nb = n if batch_size == 0 else batch_size
+    _, size, largest = _workspace_size(widths, n)
     acts = np.zeros(max(size, 1))
     deltas = np.zeros(max(size, 1))
     wt = np.zeros(max(largest, 1))
     grad = np.zeros(n_params)
     Xb = np.zeros((nb, d))
     yb = np.zeros(nb)
-    batch = np.empty(max(batch_size, 1), dtype=np.int64)
-    new = np.empty(n_params)
-    off_n = np.zeros(widths.shape[0], dtype=np.int64)
-    _activation_offsets(widths, n, off_n)
-    off_t = np.zeros(widths.shape[0], dtype=np.int64)
-    _activation_offsets(widths, n_test, off_t)
-    return off_n, off_t, acts, deltas, wt, grad, Xb, yb, batch, new
+    return off_n, acts, deltas, wt, grad, Xb, yb, batch, new
+
+
+@njit(**JIT_OPTIONS)
+def _test_workspace(widths, n_test):
+    """(offsets, acts) for :func:`_loss` on ``n_test`` rows: allocated by :func:`_net_advance` only in a call that
+    records (a 1000-row test set of the paper's deep linear net is 2.2 MB)."""
+    offsets, size, _ = _workspace_size(widths, n_test)
+    return offsets, np.zeros(max(size, 1))
 
 
 @njit(inline="always", **JIT_OPTIONS)  # inlined into both callers: no call, no reference counting per step
@@ -345,8 +358,10 @@ def _net_advance(
     Returns ``RUNNING``, ``CONVERGED`` or ``DIVERGED`` (see the module docstring).
     """
     n_params = params.shape[0]
-    off_n, off_t, acts, deltas, wt, grad, Xb, yb, batch, new = _net_workspace(
-        widths, X.shape[0], X_test.shape[0], X.shape[1], n_params, batch_size)
+    off_n, acts, deltas, wt, grad, Xb, yb, batch, new = _net_workspace(
+        widths, b_off, relu, X.shape[0], X.shape[1], n_params, batch_size)
+    off_t, acts_t = _test_workspace(widths, 0)  # replaced at the first record of this call
+    have_test = False
     cur = params.copy()
     prev = params_prev.copy()
     n_record = record_steps.shape[0]
@@ -361,7 +376,10 @@ def _net_advance(
             row = rc - record_offset
             rec_step[row] = step
             rec_losses[row, 0] = _loss(cur, widths, w_off, b_off, relu, X, y, off_n, acts)
-            rec_losses[row, 1] = _loss(cur, widths, w_off, b_off, relu, X_test, y_test, off_t, acts)
+            if not have_test:
+                off_t, acts_t = _test_workspace(widths, X_test.shape[0])
+                have_test = True
+            rec_losses[row, 1] = _loss(cur, widths, w_off, b_off, relu, X_test, y_test, off_t, acts_t)
             if record_params:
                 for k in range(n_params):
                     rec_params[row, k] = cur[k]

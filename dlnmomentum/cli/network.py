@@ -9,7 +9,7 @@ import sys
 from ..api import mgd, networks_sweep, repair_left_open_sweep, resume_sweep
 from ..networks import deep_linear, teacher_student
 from ..store.files import command
-from ..store.kinds import store_kind, wrong_kind
+from ..store.kinds import resume_or_overwrite, store_kind, wrong_kind
 from ..store.network_sweep import read as read_network_sweep
 from ..sweeps.networks import config_differences as network_config_differences
 from ..sweeps.networks import is_network_sweep
@@ -106,6 +106,7 @@ def _refuse_unread_options(args, sweep):
 
 
 def _cmd_network(args):
+    resume_or_overwrite(args.resume, args.overwrite, ("--resume", "--overwrite"))  # (--resume won: store kept)
     if (args.gamma is not None or args.beta is not None) and (args.gammas is not None or args.betas is not None):
         raise ValueError("give --gamma and --beta (one run) or --gammas and --betas (a sweep), not both: "
                          "--gamma/--beta would be ignored by a sweep")

@@ -10,6 +10,7 @@ import numba
 from ..api import repair_left_open_sweep, resume_sweep, sweep
 from ..runs.stepping import SCHEMES
 from ..store.files import command
+from ..store.kinds import resume_or_overwrite
 from ..store.sweep_format import SweepFile
 from ..sweeps.distributed import connect
 from ..sweeps.networks import is_network_sweep
@@ -145,6 +146,7 @@ def _refuse_other_arguments(args, path):
 
 
 def _run(args, log, progress, client):
+    resume_or_overwrite(args.resume, args.overwrite, ("--resume", "--overwrite"))  # (--resume won: store kept)
     if args.resume and args.store and os.path.exists(args.store):
         repair_left_open_sweep(args.store)  # (before the stored configuration is read to compare the options)
         _refuse_other_arguments(args, args.store)

@@ -32,6 +32,20 @@ def check_gradient_form(gradient):
     return gradient
 
 
+def check_replace(replace, batch_size):
+    """``replace`` as a bool, True only for SMGD: the one check of every MGD run kind (diagonal and network).
+
+    ``batch_size`` is the validated one (None for full batch); without one a ``replace=True`` would be
+    ignored, since a full-batch step draws no batch.
+    """
+    if not isinstance(replace, (bool, np.bool_)):
+        raise TypeError(f"replace must be a bool, got {replace!r}")
+    if replace and batch_size is None:
+        raise ValueError("replace=True draws SMGD batches with replacement: it needs a batch_size (without one the "
+                         "run is full-batch MGD)")
+    return bool(replace)
+
+
 def gradient_mode(gradient, n, d, minibatch=False):
     """The kernels' gradient mode (``kernels.layout.MODE_*``) for a gradient form on an (n, d) problem.
 
@@ -112,8 +126,8 @@ def work_flops(run):
         return estimate()
     left = float(run.total - run.done)
     p = run.problem
-    if run.family == "network":  # forward and backward passes over the batch
-        return 6.0 * left * (run.config.batch_size or p.n) * p.n_params
+    if run.family == "network":  # (backpropagation over the batch, or the product form of linear nets)
+        return left * run.step_flops()
     return (1.0 if run.family == "mgd" else 4.0) * left * p.d * p.d  # (4: the stages of a flow step)
 
 

@@ -30,7 +30,15 @@ from ..results import (
 )
 from ..status import Status
 from ..validate import MAX_STEPS, as_bool, as_float, as_int, check_data_scale
-from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
+from .common import (
+    check_gradient_form,
+    check_problem,
+    check_record,
+    check_replace,
+    gradient_cost,
+    gradient_mode,
+    initial_weights,
+)
 
 
 class MGDConfig(NamedTuple):
@@ -161,11 +169,7 @@ def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, see
         batch_size = as_int("batch_size", batch_size, low=1, high=problem.n)
         if batch_size == problem.n and not replace:
             batch_size = None  # every sample in every batch: full-batch MGD
-    if not isinstance(replace, (bool, np.bool_)):
-        raise TypeError(f"replace must be a bool, got {replace!r}")
-    if replace and batch_size is None:
-        raise ValueError("replace=True draws SMGD batches with replacement: it needs a batch_size (without one the "
-                         "run is full-batch MGD)")
+    replace = check_replace(replace, batch_size)
     seed = as_int("seed", seed, low=0, high=2**63 - 1)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     check_gradient_form(gradient)

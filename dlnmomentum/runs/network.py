@@ -23,6 +23,7 @@ from ..record import Record
 from ..results import StatusMixin, Trajectory, readonly, test_loss_text, trajectory_from_blocks
 from ..status import Status
 from ..validate import MAX_STEPS, as_array, as_float, as_int
+from .common import check_replace
 
 
 class NetworkConfig(NamedTuple):
@@ -108,13 +109,25 @@ def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, see
         batch_size = as_int("batch_size", batch_size, low=1, high=problem.n)
         if batch_size == problem.n and not replace:
             batch_size = None  # every sample in every batch: full-batch MGD
-    if not isinstance(replace, (bool, np.bool_)):
-        raise TypeError(f"replace must be a bool, got {replace!r}")
+    replace = check_replace(replace, batch_size)  # (was ignored without a batch_size)
     seed = as_int("seed", seed, low=0, high=2**63 - 1)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     if not isinstance(record_params, (bool, np.bool_)):
         raise TypeError(f"record_params must be a bool, got {record_params!r}")
     return NetworkConfig(gamma, beta, steps, batch_size, bool(replace), seed, tol, bool(record_params))
+
+
+def step_flops(problem, batch_size=None):
+    """Floating-point operations of one update of ``problem``'s net (chunk sizing, progress, sweep chunks).
+
+    The one cost rule of network runs: backpropagation costs ~6 per parameter and sample of the batch
+    (+4 per parameter for the update), the product form of linear nets without biases
+    (:func:`dlnmomentum.kernels.linear_networks.is_product_net`) ~10 per parameter whatever the samples.
+    """
+    widths, _, b_off = problem.layout
+    if KN.is_product_net(problem.relu, b_off, widths):
+        return 10.0 * problem.n_params
+    return (6.0 * (batch_size or problem.n) + 4.0) * problem.n_params
 
 
 class NetworkRun(RunStateMixin):
@@ -138,14 +151,19 @@ class NetworkRun(RunStateMixin):
         self.rng_state = np.zeros(4, dtype=np.uint64)
         _seed_state(config.seed, 0, self.rng_state)
         self.perm = np.arange(problem.n, dtype=np.int64)
-        rows = config.batch_size or problem.n
-        self.chunk_steps = chunk_steps_for(6.0 * rows * problem.n_params + 4 * problem.n_params)
+        # (sized by the gradient the kernel takes: a backpropagation cost for the product form made chunks of the
+        # paper's deep linear net 24 steps long, and Python's work per chunk 3-5x the kernel's)
+        self.chunk_steps = chunk_steps_for(step_flops(problem, config.batch_size))
         self.schedule = np.zeros(0, dtype=np.int64) if schedule is None else schedule
         self.cursor = np.zeros(1, dtype=np.int64)
 
     @property
     def done(self):
         return int(self.counters[0])
+
+    def step_flops(self):
+        """Operations of one update (:func:`step_flops`)."""
+        return step_flops(self.problem, self.config.batch_size)
 
     @property
     def kind(self):

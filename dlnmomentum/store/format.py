@@ -57,6 +57,11 @@ OBSERVABLE_INFO = {
     "w_minus_dot": ("1/time", "velocity dw_minus/dt of the flow"),
 }
 
+#: The names of the axes after ``time`` of the observables that have their own (default: ``coordinate`` for an axis
+#: of length d, else ``axis<k>``): a network's parameters are ``params (time, parameter)``, as ``/problem/params0``
+#: (stores before 0.6.0 named it ``axis1``; the readers go by path, not by dimension name).
+OBSERVABLE_AXES = {"params": ("parameter",)}
+
 
 # -- chunking and hand-made filtered chunks -----------------------------------------------------
 
@@ -421,8 +426,12 @@ def create_observables(f, dims, schema):
         g = h5py.Group(gid)
         value_id = extendable(g, s)
         h5py.h5ds.attach_scale(value_id, time_id, 0)
+        named = OBSERVABLE_AXES.get(key, ())
         for axis, length in enumerate(s.row_shape, start=1):
-            name = "coordinate" if length == dims.d and axis == 1 else f"axis{axis}"
+            if axis <= len(named):
+                name = named[axis - 1]
+            else:
+                name = "coordinate" if length == dims.d and axis == 1 else f"axis{axis}"
             h5py.h5ds.attach_scale(value_id, dims.scale(g, name, length), axis)
         units, description = OBSERVABLE_INFO.get(key, ("1", f"recorded field {key}"))
         attrs = {"units": units, "description": description, "coordinates": "step"}

@@ -10,6 +10,7 @@ import contextlib
 import os
 import stat
 
+from ..validate import as_bool
 from .errors import shell_word
 from .files import (
     StoreCorruptError,
@@ -122,6 +123,19 @@ def require_regular_or_absent(path, wanted):
                        "a character device" if stat.S_ISCHR(mode) else
                        "a block device" if stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
                        "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
+def resume_or_overwrite(resume, overwrite, names=("resume=True", "overwrite=True")):
+    """``(resume, overwrite)`` as bools, at most one of them True: what to do with a sweep store that exists.
+
+    The one check of every sweep writer (:func:`dlnmomentum.sweep`, :func:`dlnmomentum.networks_sweep`, and their
+    command lines, which name their options in ``names``): with both, ``overwrite`` replaced the store that
+    ``resume`` asked to continue (or the command line continued the store that ``--overwrite`` asked to replace).
+    """
+    resume, overwrite = as_bool("resume", resume), as_bool("overwrite", overwrite)  # "no" is not False
+    if resume and overwrite:
+        raise ValueError(f"{names[0]} continues the store and {names[1]} replaces it: give one of them, not both")
+    return resume, overwrite
 
 
 def require_overwritable(path, wanted):

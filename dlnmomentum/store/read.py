@@ -36,6 +36,7 @@ from .files import (  # noqa: F401 - check_readable and open_h5 are this module'
 from .final import FINAL_DAMAGED, read_final
 from .format import (
     FORMAT_VERSION,
+    OBSERVABLE_AXES,
     OBSERVABLE_INFO,
     join_description,
     read_checkpoint_group,
@@ -169,7 +170,9 @@ class Observable:
 
     def to_xarray(self):
         xr = _xarray()
-        dims = ("time",) + tuple("coordinate" if i == 1 else f"axis{i}" for i in range(1, self.value.ndim))
+        named = OBSERVABLE_AXES.get(self.name, ())  # (a network's params: parameter, as in the file)
+        dims = ("time",) + tuple(named[i - 1] if i <= len(named) else "coordinate" if i == 1 else f"axis{i}"
+                                 for i in range(1, self.value.ndim))
         coords = {"time": ("time", self.time, {"units": "1"}), "step": ("time", self.step)}
         for i, dim in enumerate(dims[1:], start=1):
             coords[dim] = np.arange(self.value.shape[i], dtype=np.int64)

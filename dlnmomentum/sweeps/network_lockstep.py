@@ -18,8 +18,7 @@ import numba
 import numpy as np
 
 from ..kernels import network_sweep as KNS
-from ..kernels import networks as KN
-from ..runs.network import point_fields
+from ..runs.network import point_fields, step_flops
 from ..status import Status
 from .lockstep import CHUNK_SECONDS
 
@@ -40,12 +39,9 @@ class NetworkLockstep:
     def __init__(self, plan):
         self.plan = plan
         p = plan.problem_for(0)
-        rows = plan.config["batch_size"] or p.n
-        widths, _, b_off = p.layout
         # a first guess (replaced by the measured rate after the first chunk): ~0.25 ns per
-        # floating-point operation of a step; backpropagation costs ~6 per parameter and sample, the
-        # product form of linear nets ~10 per parameter whatever the samples
-        flops = (10.0 if KN.is_product_net(p.relu, b_off, widths) else 6.0 * rows + 4.0) * p.n_params
+        # floating-point operation of a step (the single run's cost rule, runs.network.step_flops)
+        flops = step_flops(p, plan.config["batch_size"])
         self.ns_per_run_step = 0.25 * flops / max(1, numba.get_num_threads())
         self.run_steps = 0  # run-steps advanced by this engine (for progress)
 

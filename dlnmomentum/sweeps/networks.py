@@ -35,8 +35,14 @@ from ..store.files import (
     to_jsonable,
 )
 from ..store.handles import sweep_stopped
-from ..store.kinds import repair_left_open, require_kind, require_overwritable, require_regular_or_absent
-from ..validate import MAX_GRID, as_bool, as_int, as_store_path, check_log, check_sweep_size
+from ..store.kinds import (
+    repair_left_open,
+    require_kind,
+    require_overwritable,
+    require_regular_or_absent,
+    resume_or_overwrite,
+)
+from ..validate import MAX_GRID, as_int, as_store_path, check_log, check_sweep_size
 from .grid import as_grid
 from .network_lockstep import NetworkLockstep, default_wave_size
 from .result import Sweep
@@ -145,8 +151,11 @@ class NetworkPlan:
         """The run of flat point index ``point``: exactly ``dm.mgd(problem_for(rep), γ, β, ...)``."""
         rep, ib, ig = np.unravel_index(point, self.shape)
         c = self.config
+        # (a store written before replace=True needed a batch_size may hold it for full batch, where it was ignored:
+        # it still resumes, with the same points)
+        replace = c["replace"] and c["batch_size"] is not None
         return prepare_network(self.problem_for(int(rep)), float(self.gammas[ig]), float(self.betas[ib]),
-                               steps=c["steps"], batch_size=c["batch_size"], replace=c["replace"],
+                               steps=c["steps"], batch_size=c["batch_size"], replace=replace,
                                seed=c["seed"] + int(rep), tol=c["tol"])
 
     def empty_data(self):
@@ -239,8 +248,8 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
     """MGD/SMGD on a network problem over a (β, γ) grid (the engine of :func:`dlnmomentum.networks_sweep`)."""
     check_progress(progress)  # before any work
     check_log(log)
+    resume, overwrite = resume_or_overwrite(resume, overwrite)
     config, problem = make_config(problem_or_spec, gammas, betas, steps, reps, seed, tol, batch_size, replace)
-    resume, overwrite = as_bool("resume", resume), as_bool("overwrite", overwrite)  # "no" is not False
     path = None if store_path is None else real_path(as_store_path(store_path))  # a symlink: the file it leads to
     plan = NetworkPlan(config, problem)
     if path is None:
