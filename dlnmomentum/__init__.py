@@ -39,6 +39,16 @@ from .sweeps.result import Sweep
 
 __version__ = "0.6.0"
 
+
+def __getattr__(name):
+    # The figures (layer 5, Matplotlib) load on first use, so that `dm.figures.open_figure(path)`, as the readers'
+    # messages write it, works after `import dlnmomentum as dm` without making every import pay for Matplotlib.
+    if name == "figures":
+        import importlib
+
+        return importlib.import_module(".figures", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = [
     "CONVERGED", "DIVERGED", "INTERRUPTED", "MAX_STEPS", "RUNNING", "STALLED", "STATUS_MESSAGES", "Status",
     "MGDConfig", "MGDResult", "Problem", "Record", "Trajectory",

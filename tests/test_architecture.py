@@ -185,3 +185,16 @@ def test_modules_stay_small_unless_cohesive():
             if "cohesive" not in doc.lower() and "module size" not in doc.lower():
                 too_big.append(f"{module}: {text.count(chr(10))} lines")
     assert not too_big, too_big
+
+
+def test_figures_load_on_first_use_as_the_messages_write_them():
+    """`dm.figures.open_figure(...)`, as a reader given a figure store advises, works after `import dlnmomentum as dm`,
+    and the import itself does not load Matplotlib."""
+    script = ("import sys, dlnmomentum as dm\n"
+              "assert 'matplotlib' not in sys.modules and 'dlnmomentum.figures' not in sys.modules\n"
+              "assert callable(dm.figures.open_figure)\n"
+              "try:\n    dm.no_such_name\nexcept AttributeError as exc:\n    assert 'no_such_name' in str(exc)\n"
+              "else:\n    raise SystemExit('no AttributeError')\n")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
