@@ -14,7 +14,7 @@ import numpy as np
 
 from .kernels import networks as KN
 from .problem import sparse_regression
-from .validate import as_array, as_bool, as_float, as_int
+from .validate import as_array, as_bool, as_float, as_int, as_seed
 
 #: Activations of the hidden layers.
 ACTIVATIONS = ("relu", "linear")
@@ -259,7 +259,7 @@ def teacher_student(n=15, d=2, teacher_width=5, student_width=20, n_test=1000, s
     teacher_width = as_int("teacher_width", teacher_width, low=1)
     student_width = as_int("student_width", student_width, low=1)
     n_test = as_int("n_test", n_test, low=0)
-    seed = as_int("seed", seed, low=0)
+    seed = as_seed("seed", seed)
     init_scale = as_float("init_scale", init_scale, low=0.0, low_open=True)
     hidden_bias = as_bool("hidden_bias", hidden_bias)
     output_bias = as_bool("output_bias", output_bias)
@@ -302,7 +302,7 @@ def deep_linear(widths=(30, 60, 120, 60, 1), init_std=0.1, n=20, d=30, s=5, mu=1
         raise ValueError(f"widths[0] (the input width) must equal d = {d}, got {widths[0]}")
     if widths[-1] != 1:
         raise ValueError(f"widths[-1] (the output width) must be 1, got {widths[-1]}")
-    seed = as_int("seed", seed, low=0, high=2**63 - 1 - 2**32)
+    seed = as_seed("seed", seed)  # (seed + 2**32 below: default_rng takes any non-negative int)
     data = sparse_regression(n=n, d=d, s=s, mu=mu, sigma=sigma, n_test=n_test, seed=seed)
     biases = (False,) * (len(widths) - 1)
     rng = np.random.default_rng(seed + 2**32)

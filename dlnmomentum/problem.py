@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from .kernels.layout import PAD, round_up
-from .validate import as_array, as_float, as_int
+from .validate import as_array, as_float, as_int, as_seed
 
 
 def _frozen(arr):
@@ -201,7 +201,7 @@ def sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=1000, seed=0):
     mu = as_float("mu", mu)
     sigma = as_float("sigma", sigma, low=0.0, low_open=True)
     n_test = as_int("n_test", n_test, low=0)
-    seed = as_int("seed", seed, low=0)
+    seed = as_seed("seed", seed)
     rng = np.random.default_rng(seed)
     theta_star = np.zeros(d)
     if s > 0:
