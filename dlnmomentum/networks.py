@@ -15,7 +15,7 @@ import numpy as np
 
 from .kernels import networks as KN
 from .problem import _check_storable, sparse_regression
-from .validate import as_array, as_bool, as_float, as_int
+from .validate import MAX_ENTRIES, as_array, as_bool, as_float, as_int, as_seed, check_entries
 
 #: Activations of the hidden layers.
 ACTIVATIONS = ("relu", "linear")
@@ -209,13 +209,18 @@ class NetworkProblem:
                 a = np.maximum(a, 0.0)
         return a[:, 0]
 
+    def _flat(self, flat):
+        """Flat parameters of shape (n_params,), real and finite: the kernel reads n_params entries whatever the
+        length (a shorter vector was read past its end) and a NaN made a NaN loss."""
+        return as_array("flat", flat, ndim=1, shape=(self.n_params,))
+
     def train_loss(self, flat):
-        """L(w) = ‖f_w(X) - y‖²/(2n) (the kernels' own evaluation)."""
+        """L(w) = ‖f_w(X) - y‖²/(2n) (the kernels' own evaluation) of finite parameters of shape (n_params,)."""
         widths, w_off, b_off = self.layout
         return float(KN._net_loss(self._flat(flat), widths, w_off, b_off, self.relu, self.X, self.y))
 
     def test_loss(self, flat):
-        """Same loss on the test set (NaN without one)."""
+        """Same loss on the test set (NaN without one); ``flat`` is checked as in :meth:`train_loss`."""
         widths, w_off, b_off = self.layout
         return float(KN._net_loss(self._flat(flat), widths, w_off, b_off, self.relu, self.X_test, self.y_test))
 
@@ -270,6 +275,15 @@ def _gaussian_params(rng, widths, biases, std, bias_std):
     return np.concatenate(parts)
 
 
+def _check_finite_init(name, value, params0):
+    """The student's initial parameters finite, or a ValueError naming the scale that made them overflow (it was
+    reported as ``params0`` not finite, a name the caller never gave)."""
+    if not np.all(np.isfinite(params0)):
+        raise ValueError(f"{name} = {value!r} gives initial weights that overflow float64 (they are {name} times "
+                         f"standard normal draws, over the square root of the fan-in for init_scale): choose a "
+                         f"smaller {name}")
+
+
 def teacher_student(n=15, d=2, teacher_width=5, student_width=20, n_test=1000, seed=0, init_scale=1.0,
                     hidden_bias=True, output_bias=False):
     r"""The paper's teacher-student problem (Figure 2): one-hidden-layer ReLU networks on Gaussian inputs.
@@ -292,15 +306,24 @@ def teacher_student(n=15, d=2, teacher_width=5, student_width=20, n_test=1000, s
 
     ``params`` (kept by stores) records every argument.
     """
-    n = as_int("n", n, low=1)
-    d = as_int("d", d, low=1)
-    teacher_width = as_int("teacher_width", teacher_width, low=1)
-    student_width = as_int("student_width", student_width, low=1)
-    n_test = as_int("n_test", n_test, low=0)
-    seed = as_int("seed", seed, low=0)
+    n = as_int("n", n, low=1, high=MAX_ENTRIES)
+    d = as_int("d", d, low=1, high=MAX_ENTRIES)
+    teacher_width = as_int("teacher_width", teacher_width, low=1, high=MAX_ENTRIES)
+    student_width = as_int("student_width", student_width, low=1, high=MAX_ENTRIES)
+    n_test = as_int("n_test", n_test, low=0, high=MAX_ENTRIES)
+    seed = as_seed("seed", seed)
     init_scale = as_float("init_scale", init_scale, low=0.0, low_open=True)
     hidden_bias = as_bool("hidden_bias", hidden_bias)
     output_bias = as_bool("output_bias", output_bias)
+    # refused before any allocation (n = 10**9 was a MemoryError): the inputs, the hidden layer of either network
+    # on them (the teacher's makes y; the student's is what a run computes) and the parameters
+    width = max(teacher_width, student_width)
+    check_entries("the inputs X and X_test ((n + n_test) x d)", {"n": n, "n_test": n_test, "d": d}, (n + n_test) * d)
+    check_entries("the hidden activations ((n + n_test) x max(teacher_width, student_width))",
+                  {"n": n, "n_test": n_test, "teacher_width": teacher_width, "student_width": student_width},
+                  (n + n_test) * width)
+    check_entries("the parameters of a network ((d + 3) x width)", {"d": d, "teacher_width": teacher_width,
+                                                                    "student_width": student_width}, (d + 3) * width)
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d))
     X_test = rng.standard_normal((n_test, d))
@@ -309,8 +332,10 @@ def teacher_student(n=15, d=2, teacher_width=5, student_width=20, n_test=1000, s
     teacher = _gaussian_params(rng, t_widths, biases, lambda layer: 1.0, 1.0)
     s_widths = (d, student_width, 1)
     # (init_scale multiplies the standard deviations: at 1 the draws are those of 0.6, unscaled)
-    params0 = _gaussian_params(rng, s_widths, biases, lambda layer: init_scale / np.sqrt(s_widths[layer]),
-                               init_scale / np.sqrt(d))
+    with np.errstate(over="ignore", invalid="ignore"):
+        params0 = _gaussian_params(rng, s_widths, biases, lambda layer: init_scale / np.sqrt(s_widths[layer]),
+                                   init_scale / np.sqrt(d))
+    _check_finite_init("init_scale", init_scale, params0)
     t = NetworkProblem(X, np.zeros(n), None, None, t_widths, biases, "relu", teacher)
     y = t.output(teacher)
     y_test = t.output(teacher, X_test) if n_test else None
@@ -333,18 +358,27 @@ def deep_linear(widths=(30, 60, 120, 60, 1), init_std=0.1, n=20, d=30, s=5, mu=1
     widths = tuple(widths)
     if len(widths) < 2:
         raise ValueError(f"widths must have at least 2 entries (input and output), got {widths}")
-    widths = tuple(as_int(f"widths[{i}]", w, low=1) for i, w in enumerate(widths))
+    widths = tuple(as_int(f"widths[{i}]", w, low=1, high=MAX_ENTRIES) for i, w in enumerate(widths))
     init_std = as_float("init_std", init_std, low=0.0)
-    d = as_int("d", d, low=1)
+    d = as_int("d", d, low=1, high=MAX_ENTRIES)
     if widths[0] != d:
         raise ValueError(f"widths[0] (the input width) must equal d = {d}, got {widths[0]}")
     if widths[-1] != 1:
         raise ValueError(f"widths[-1] (the output width) must be 1, got {widths[-1]}")
-    seed = as_int("seed", seed, low=0, high=2**63 - 1 - 2**32)
+    seed = as_seed("seed", seed)  # (seed + 2**32 below: default_rng takes any non-negative int)
+    # refused before any allocation: the parameters, and the activations of the widest layer on the data
+    named = {f"widths[{i}]": w for i, w in enumerate(widths)}
+    check_entries("the parameters (sum of widths[l] * widths[l + 1])", named,
+                  sum(a * b for a, b in zip(widths[:-1], widths[1:], strict=True)))
+    n_all = as_int("n", n, low=1, high=MAX_ENTRIES) + as_int("n_test", n_test, low=0, high=MAX_ENTRIES)
+    check_entries("the activations ((n + n_test) x max(widths))", {"n": n, "n_test": n_test, "max(widths)":
+                                                                    max(widths)}, n_all * max(widths))
     data = sparse_regression(n=n, d=d, s=s, mu=mu, sigma=sigma, n_test=n_test, seed=seed)
     biases = (False,) * (len(widths) - 1)
     rng = np.random.default_rng(seed + 2**32)
-    params0 = _gaussian_params(rng, widths, biases, lambda layer: init_std, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        params0 = _gaussian_params(rng, widths, biases, lambda layer: init_std, 0.0)
+    _check_finite_init("init_std", init_std, params0)
     params = dict(data.params, generator="deep_linear", widths=list(widths), init_std=init_std)
     return NetworkProblem(data.X, data.y, data.X_test if data.n_test else None,
                           data.y_test if data.n_test else None, widths, biases, "linear", params0,

@@ -9,7 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from .kernels.layout import PAD, round_up
-from .validate import as_array, as_float, as_int
+from .validate import MAX_ENTRIES, as_array, as_float, as_int, as_seed, check_entries
 
 
 def _frozen(arr):
@@ -123,19 +123,25 @@ class Problem:
         b[:d] = self.b
         return _frozen(X), _frozen(X.T), _frozen(H), _frozen(b)
 
+    def _theta(self, theta):
+        """θ of shape (d,), real and finite (a NaN or inf entry made a NaN loss, a wrong shape a matmul error)."""
+        return as_array("theta", theta, ndim=1, shape=(self.d,))
+
     def train_loss(self, theta):
-        """L(θ) = ‖Xθ - y‖²/(2n) (inf for an overflowing θ)."""
+        """L(θ) = ‖Xθ - y‖²/(2n) of a finite θ of shape (d,) (inf when a finite θ is so large that it overflows)."""
+        theta = self._theta(theta)
         with np.errstate(over="ignore", invalid="ignore"):
-            r = self.X @ np.asarray(theta, dtype=np.float64) - self.y
-            return float(r @ r / (2 * self.n))
+            r = self.X @ theta - self.y
+            return _squared_mean(r)
 
     def test_loss(self, theta):
-        """Same loss on the test set (NaN without one)."""
+        """Same loss on the test set (NaN without one); θ is checked as in :meth:`train_loss`."""
+        theta = self._theta(theta)
         if self.n_test == 0:
             return float("nan")
         with np.errstate(over="ignore", invalid="ignore"):
-            r = self.X_test @ np.asarray(theta, dtype=np.float64) - self.y_test
-            return float(r @ r / (2 * self.n_test))
+            r = self.X_test @ theta - self.y_test
+            return _squared_mean(r)
 
     def summary(self):
         shown = {"n", "d", "n_test"}
@@ -144,6 +150,12 @@ class Problem:
 
     def __repr__(self):
         return self.summary()
+
+
+def _squared_mean(r):
+    """‖r‖²/(2·len(r)); inf when a residual overflowed (inf - inf in Xθ - y is NaN: the loss is then inf too)."""
+    loss = float(r @ r / (2 * r.shape[0]))
+    return loss if not np.isnan(loss) else float("inf")
 
 
 def _check_storable(name, value):
@@ -167,6 +179,18 @@ def _check_storable(name, value):
                     f"arrays): stores keep it as JSON; got {type(value).__name__}")
 
 
+def _check_input_scale(X, X_test, n, s, mu, sigma):
+    """Inputs x = mu + sigma z whose moments XᵀX/n, Xᵀy/n (y = ⟨x, θ*⟩, ‖θ*‖₁ = √s) are finite, or a ValueError naming
+    mu and sigma: every partial sum of those moments is at most n·√s·max|x|², and ½(H + Hᵀ) doubles it."""
+    largest = max(float(np.max(np.abs(X), initial=0.0)), float(np.max(np.abs(X_test), initial=0.0)))
+    limit = float(np.sqrt(np.finfo(np.float64).max / (2.0 * n * max(1.0, np.sqrt(s)))))
+    if not largest <= limit:  # (NaN and inf included)
+        got = "overflow float64" if not np.isfinite(largest) else f"reach |x| = {largest:.3g}"
+        raise ValueError(f"mu = {mu!r} and sigma = {sigma!r} give inputs x = mu + sigma z (z standard normal) that "
+                         f"{got}: the data's moments XᵀX/n and Xᵀy/n need every |x| <= {limit:.3g} (n = {n}, s = {s});"
+                         f" choose |mu| + 10 sigma below that")
+
+
 def sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=1000, seed=0):
     """The paper's noiseless sparse regression with uncentred data.
 
@@ -177,17 +201,20 @@ def sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=1000, seed=0):
     Parameters
     ----------
     n, d : int
-        Training samples and dimension (each >= 1).
+        Training samples and dimension (each >= 1), with ``(n + n_test) * d`` at most ``MAX_ENTRIES`` = 2**30
+        (8 GiB of float64 inputs).
     s : int
         Sparsity of θ*: non-zero entries, in [0, d] (0: θ* = 0, y = 0).
     mu : float
         Mean μ of every input coordinate (finite; the paper's "uncentred data": 1; 0 centres them).
     sigma : float
-        Standard deviation σ of every input coordinate (> 0).
+        Standard deviation σ of every input coordinate (> 0). Every drawn input must be at most
+        ``sqrt(realmax / (2 n max(1, √s)))`` (about 1e153 for the defaults) in magnitude, so that the data's
+        moments ``XᵀX/n`` and ``Xᵀy/n`` are finite: a larger ``|mu|`` or ``sigma`` is a ValueError naming them.
     n_test : int
         Test samples from the same distribution (>= 0; 0: no test set, test losses are NaN).
     seed : int
-        Seed (>= 0) of ``numpy.random.default_rng``: θ*'s support, then X, then X_test, in that order.
+        Seed, in [0, 2**63 - 1], of ``numpy.random.default_rng``: θ*'s support, then X, then X_test, in that order.
 
     Returns
     -------
@@ -195,19 +222,23 @@ def sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, n_test=1000, seed=0):
         With ``X_test, y_test`` drawn from the same distribution and ``params``
         holding the generator parameters.
     """
-    n = as_int("n", n, low=1)
-    d = as_int("d", d, low=1)
+    n = as_int("n", n, low=1, high=MAX_ENTRIES)
+    d = as_int("d", d, low=1, high=MAX_ENTRIES)
     s = as_int("s", s, low=0, high=d)
     mu = as_float("mu", mu)
     sigma = as_float("sigma", sigma, low=0.0, low_open=True)
-    n_test = as_int("n_test", n_test, low=0)
-    seed = as_int("seed", seed, low=0)
+    n_test = as_int("n_test", n_test, low=0, high=MAX_ENTRIES)
+    seed = as_seed("seed", seed)
+    # refused before any allocation: n = 10**9 was a MemoryError (or minutes of swapping), not an error naming n
+    check_entries("the inputs X and X_test ((n + n_test) x d)", {"n": n, "n_test": n_test, "d": d}, (n + n_test) * d)
     rng = np.random.default_rng(seed)
     theta_star = np.zeros(d)
     if s > 0:
         theta_star[np.sort(rng.choice(d, size=s, replace=False))] = 1.0 / np.sqrt(s)
-    X = mu + sigma * rng.standard_normal((n, d))
-    X_test = mu + sigma * rng.standard_normal((n_test, d))
+    with np.errstate(over="ignore", invalid="ignore"):
+        X = mu + sigma * rng.standard_normal((n, d))
+        X_test = mu + sigma * rng.standard_normal((n_test, d))
+    _check_input_scale(X, X_test, n, s, mu, sigma)
     params = dict(generator="sparse_regression", n=n, d=d, s=s, mu=mu, sigma=sigma, n_test=n_test, seed=seed)
     return Problem(X, X @ theta_star, X_test if n_test else None, X_test @ theta_star if n_test else None,
                    theta_star=theta_star, params=params)

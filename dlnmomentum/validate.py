@@ -13,6 +13,12 @@ MAX_STEPS = 2**62
 MAX_GRID = 10**6
 #: The most points of one sweep (reps times the grid): every point keeps a few vectors of length d in memory.
 MAX_SWEEP_POINTS = 10**7
+#: The largest seed (of data, of SMGD batches) anything accepts: the kernels seed xoshiro256** from an int64,
+#: run and sweep stores keep seeds as int64, and numpy's ``default_rng`` takes any non-negative int.
+MAX_SEED = 2**63 - 1
+#: The most float64 entries of one generated array (data ``(n + n_test) x d``, a layer's activations, the
+#: flat parameters): 2**30 entries are 8 GiB, beyond which generation runs out of memory or takes hours.
+MAX_ENTRIES = 2**30
 
 
 def _range_text(low, high, low_open, high_open):
@@ -58,6 +64,30 @@ def as_int(name, value, *, low=None, high=None, allow_none=False):
     if (low is not None and v < low) or (high is not None and v > high):
         raise ValueError(f"{name} must be an integer in {rng}, got {value!r}")
     return v
+
+
+def as_seed(name, value, *, reps=1):
+    """A seed in [0, MAX_SEED] (2**63 - 1), the one range of every seed (data, SMGD batches, sweeps, ``--seed``).
+
+    With ``reps`` > 1 (a sweep: rep r uses the seed ``value + r``) the last seed ``value + reps - 1`` must be in
+    the range too, so that every rep is the single run or data set of its own seed.
+    """
+    v = as_int(name, value, low=0, high=MAX_SEED)
+    if v + reps - 1 > MAX_SEED:
+        raise ValueError(f"{name} must be an integer in [0, 2**63 - 1 - (reps - 1)] = [0, {MAX_SEED - reps + 1}] "
+                         f"for reps = {reps} (rep r uses the seed {name} + r, at most 2**63 - 1), got {value!r}")
+    return v
+
+
+def check_entries(what, factors, count=None):
+    """A generated array of ``prod(factors)`` entries (``factors``: parameter name -> value) has at most
+    MAX_ENTRIES; ``count`` when the number is not a plain product.  The error names the parameters."""
+    count = math.prod(factors.values()) if count is None else count
+    if count > MAX_ENTRIES:
+        given = ", ".join(f"{k} = {v}" for k, v in factors.items())
+        raise ValueError(f"{given} make {what} of {count} float64 entries; at most {MAX_ENTRIES} (2**30, 8 GiB) are "
+                         f"allowed in one array: choose smaller sizes")
+    return count
 
 
 def _check_object_entries(raw):

@@ -11,7 +11,7 @@ from ..record import Record
 from ..status import Status
 from ..store.files import command, json_text, to_jsonable
 from ..sweeps.grid import parse_grid
-from ..validate import MAX_STEPS
+from ..validate import MAX_SEED
 
 #: Exit codes of ``dlnm`` (also listed by ``dlnm --help``).
 EXIT_OK = 0           # finished: converged, used its budget or stalled; a sweep complete; a command done
@@ -59,24 +59,34 @@ def progress_wanted(args):
 def add_problem_arguments(parser):
     """The sparse-regression generator options shared by every sub-command."""
     g = parser.add_argument_group("problem (sparse regression, x ~ N(mu 1, sigma^2 I), y = <x, theta*>)")
-    g.add_argument("--n", type=int, default=20, help="number of training samples (default 20)")
-    g.add_argument("--d", type=int, default=30, help="dimension (default 30)")
-    g.add_argument("--s", type=int, default=5, help="sparsity of theta* (default 5)")
+    g.add_argument("--n", type=parse_int, default=20, help="number of training samples (default 20)")
+    g.add_argument("--d", type=parse_int, default=30, help="dimension (default 30)")
+    g.add_argument("--s", type=parse_int, default=5, help="sparsity of theta* (default 5)")
     g.add_argument("--mu", type=float, default=1.0, help="mean of the inputs (default 1)")
     g.add_argument("--sigma", type=float, default=1.0, help="std of the inputs (default 1)")
-    g.add_argument("--n-test", type=int, default=1000, help="test samples (default 1000)")
+    g.add_argument("--n-test", type=parse_int, default=1000, help="test samples (default 1000)")
     g.add_argument("--data-seed", type=data_seed, default=0, help="seed of the data (default 0)")
 
 
-def data_seed(text):
-    """``--data-seed``: an integer in [0, 2**62] for every command (a sweep's rep r uses seed + r)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or not 0 <= value <= MAX_STEPS:
-        raise argparse.ArgumentTypeError(f"--data-seed must be an integer in [0, {MAX_STEPS}] (2**62), got {text!r}")
-    return value
+def seed_option(option):
+    """The argparse type of a seed option (``--seed``, ``--data-seed``): an integer as :func:`parse_int` reads it, in
+    the one range of every seed, [0, 2**63 - 1] (``validate.MAX_SEED``), named with the option."""
+    def parse(text):
+        try:
+            value = parse_int(text)
+        except argparse.ArgumentTypeError:
+            value = None
+        if value is None or not 0 <= value <= MAX_SEED:
+            raise argparse.ArgumentTypeError(f"{option} must be an integer in [0, {MAX_SEED}] (2**63 - 1), "
+                                             f"got {text!r}")
+        return value
+
+    parse.__name__ = option
+    return parse
+
+
+#: ``--data-seed`` of every command (a sweep's rep r uses the seed + r: the API also checks the last rep's seed).
+data_seed = seed_option("--data-seed")
 
 
 def problem_from_args(args):
@@ -84,15 +94,23 @@ def problem_from_args(args):
                              seed=args.data_seed)
 
 
+#: The most digits of an integer option: every integer of the command line is below 2**63 (19 digits); a longer
+#: number such as 1e1000000000 is refused before Python builds it (that takes minutes and gigabytes).
+_INT_DIGITS = 19
+
+
 def parse_int(text):
-    """Integers written as 1e6 or 1_000_000 are accepted, read exactly as written (as decimals: through a float,
-    9007199254740993 would become 9007199254740992)."""
+    """The argparse type of every integer option: an exact integer, also written as 1e6 or 1_000_000, read exactly
+    as written (as decimals: through a float, 9007199254740993 would become 9007199254740992); 1.5, 1e-3, nan and
+    numbers of more than 19 digits are refused (the option's own range is checked where it is used)."""
     try:
-        value = decimal.Decimal(text.strip())
+        value = decimal.Decimal(str(text).strip())
     except decimal.InvalidOperation:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if not value.is_finite() or value != value.to_integral_value():
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+        value = None
+    if value is None or not value.is_finite() or value.adjusted() >= _INT_DIGITS \
+            or value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"expected an integer (such as 20, 1e6 or 1_000_000) of at most "
+                                         f"{_INT_DIGITS} digits, got {text!r}")
     return int(value)
 
 
@@ -118,7 +136,7 @@ def add_record_arguments(parser, every_type, every_help, accepted=False):
     """``--record-log N`` or ``--record-every K`` (one of them: argparse refuses both); with ``accepted``
     (flows) also ``--record-accepted``."""
     g = parser.add_mutually_exclusive_group()
-    g.add_argument("--record-log", type=int, default=None, help="record ~N log-spaced iterates (N >= 1)")
+    g.add_argument("--record-log", type=parse_int, default=None, help="record ~N log-spaced iterates (N >= 1)")
     g.add_argument("--record-every", type=every_type, default=None, help=every_help)
     if accepted:
         g.add_argument("--record-accepted", action="store_true",

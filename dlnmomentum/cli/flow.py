@@ -5,6 +5,7 @@ from .common import (
     add_checkpoint_argument,
     add_problem_arguments,
     add_record_arguments,
+    parse_int,
     print_result,
     problem_from_args,
     progress_wanted,
@@ -62,7 +63,7 @@ def register(subparsers):
                         "auto (rodas with --tol or a long --t-max, else the cheaper fixed-step one; default)")
     p.add_argument("--rtol", type=float, default=None, help="rodas: relative tolerance (default 1e-9)")
     p.add_argument("--atol", type=float, default=None, help="rodas: absolute tolerance (default 1e-11)")
-    p.add_argument("--max-steps", type=float, default=None, help="rodas: budget of accepted steps (default 1e8)")
+    p.add_argument("--max-steps", type=parse_int, default=None, help="rodas: budget of accepted steps (default 1e8)")
     add_record_arguments(p, float, "record every T time units (T > 0)", accepted=True)
     p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store file")

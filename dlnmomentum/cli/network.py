@@ -26,6 +26,7 @@ from .common import (
     print_sweep_json,
     progress_wanted,
     record_from_args,
+    seed_option,
 )
 
 ARCHITECTURES = ("teacher-student", "deep-linear")
@@ -68,13 +69,14 @@ def _problem(args):
 
 
 def _widths(text):
-    """``--widths 30,60,1``: layer widths, each an integer >= 1; a malformed entry is named."""
+    """``--widths 30,60,1``: layer widths, each an integer >= 1 (read as every integer option is); a malformed entry
+    is named."""
     items = str(text).split(",")
     out = []
     for i, item in enumerate(items):
         try:
-            out.append(as_int(f"--widths[{i}]", float(item), low=1))
-        except (TypeError, ValueError):
+            out.append(as_int(f"--widths[{i}]", parse_int(item), low=1))
+        except (argparse.ArgumentTypeError, TypeError, ValueError):
             raise argparse.ArgumentTypeError(f"--widths must be layer widths 'm0,m1,...,1', integers >= 1; got "
                                              f"{text!r} (entry {i + 1}, {item.strip()!r})") from None
     return out
@@ -225,12 +227,12 @@ def register(subparsers):
     p.add_argument("--gammas", type=grid_option("--gammas"), default=None, help="step sizes of a sweep")
     p.add_argument("--betas", type=grid_option("--betas"), default=None, help="momenta of a sweep")
     p.add_argument("--steps", type=parse_int, default=1000, help="updates per run (default 1000), e.g. 2e5")
-    p.add_argument("--reps", type=int, default=1, help="data replications of a sweep (default 1)")
+    p.add_argument("--reps", type=parse_int, default=1, help="data replications of a sweep (default 1)")
     p.add_argument("--tol", type=float, default=None, help="stop a run when its train loss is <= tol (status "
                    "converged); without it every run uses its whole budget and none reports converged")
-    p.add_argument("--batch-size", type=int, default=None, help="SMGD batch size (default: full batch)")
+    p.add_argument("--batch-size", type=parse_int, default=None, help="SMGD batch size (default: full batch)")
     p.add_argument("--replace", action="store_true", help="SMGD batches with replacement")
-    p.add_argument("--seed", type=int, default=0, help="batch seed of one run")
+    p.add_argument("--seed", type=seed_option("--seed"), default=0, help="batch seed of one run")
     add_record_arguments(p, parse_int, "record every K steps (K >= 1)")
     p.add_argument("--store", default=None, help="HDF5 file for the run or the sweep")
     p.add_argument("--resume", action="store_true", help="continue the sweep in --store")
@@ -239,10 +241,11 @@ def register(subparsers):
     p.add_argument("--json", action="store_true", help="print the result as JSON (a sweep: as dlnm sweep --json does)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("problem")
-    g.add_argument("--n", type=int, default=None, help="training samples (15 teacher-student, 20 deep linear)")
-    g.add_argument("--d", type=int, default=None, help="input dimension (2 teacher-student, widths[0] deep linear)")
-    g.add_argument("--teacher-width", type=int, default=5, help="teacher hidden units (default 5)")
-    g.add_argument("--student-width", type=int, default=20, help="student hidden units (default 20)")
+    g.add_argument("--n", type=parse_int, default=None, help="training samples (15 teacher-student, 20 deep linear)")
+    g.add_argument("--d", type=parse_int, default=None,
+                   help="input dimension (2 teacher-student, widths[0] deep linear)")
+    g.add_argument("--teacher-width", type=parse_int, default=5, help="teacher hidden units (default 5)")
+    g.add_argument("--student-width", type=parse_int, default=20, help="student hidden units (default 20)")
     g.add_argument("--init-scale", type=float, default=TEACHER_STUDENT_DEFAULTS["init_scale"],
                    help="teacher-student: the student's initial scale (default 1, the problem of dlnmomentum 0.6; "
                         "dlnm figure teacher-student uses 0.5, on which every point of its grid interpolates)")
@@ -251,9 +254,9 @@ def register(subparsers):
     g.add_argument("--widths", type=_widths, default=None,
                    help="deep linear layer widths, comma separated (default 30,60,120,60,1)")
     g.add_argument("--init-std", type=float, default=0.1, help="deep linear initialisation std (default 0.1)")
-    g.add_argument("--s", type=int, default=5, help="deep linear: sparsity of theta* (default 5)")
+    g.add_argument("--s", type=parse_int, default=5, help="deep linear: sparsity of theta* (default 5)")
     g.add_argument("--mu", type=float, default=1.0, help="deep linear: input mean (default 1)")
     g.add_argument("--sigma", type=float, default=1.0, help="deep linear: input std (default 1)")
-    g.add_argument("--n-test", type=int, default=1000, help="test samples (default 1000)")
+    g.add_argument("--n-test", type=parse_int, default=1000, help="test samples (default 1000)")
     g.add_argument("--data-seed", type=data_seed, default=0, help="data (and student) seed (default 0)")
     p.set_defaults(func=_cmd_network)

@@ -10,6 +10,7 @@ from .common import (
     problem_from_args,
     progress_wanted,
     record_from_args,
+    seed_option,
 )
 
 
@@ -31,9 +32,9 @@ def register(subparsers):
     run.add_argument("--beta", type=float, required=True, help="momentum beta in [0, 1)")
     run.add_argument("--steps", type=parse_int, required=True, help="number of updates, e.g. 1e6")
     run.add_argument("--alpha", type=float, default=0.01, help="initialisation scale (u0 = alpha, v0 = 0)")
-    run.add_argument("--batch-size", type=int, default=None, help="SMGD batch size in [1, n] (default: full)")
+    run.add_argument("--batch-size", type=parse_int, default=None, help="SMGD batch size in [1, n] (default: full)")
     run.add_argument("--replace", action="store_true", help="sample batches with replacement")
-    run.add_argument("--seed", type=int, default=0, help="seed of the batch sampling")
+    run.add_argument("--seed", type=seed_option("--seed"), default=0, help="seed of the batch sampling")
     run.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol (status "
                      "converged); without it a run always uses its whole budget and never reports converged")
     add_record_arguments(run, parse_int, "record every K steps (K >= 1)")

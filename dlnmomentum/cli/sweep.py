@@ -220,8 +220,8 @@ def register(subparsers):
     p.add_argument("--t-max", type=float, default=None, help="end time of a flow sweep")
     p.add_argument("--scheme", choices=("auto",) + SCHEMES, default="auto",
                    help="stepper of a flow sweep, as dlnm flow --scheme (default auto: per lambda)")
-    p.add_argument("--reps", type=int, default=1, help="data replications (default 1)")
-    p.add_argument("--batch-size", type=int, default=None, help="SMGD batch size (default: full batch)")
+    p.add_argument("--reps", type=parse_int, default=1, help="data replications (default 1)")
+    p.add_argument("--batch-size", type=parse_int, default=None, help="SMGD batch size (default: full batch)")
     p.add_argument("--replace", action="store_true", help="SMGD batches with replacement")
     p.add_argument("--alpha", type=float, default=0.01, help="initialisation scale u0 = alpha, v0 = 0")
     p.add_argument("--tol", type=float, default=None, help="stop a run when its train loss is <= tol (status "
@@ -238,16 +238,16 @@ def register(subparsers):
                    help="continue an interrupted sweep in --store (its stored "
                    "configuration is used); starts it if the file does not exist")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store")
-    p.add_argument("--block-size", type=int, default=None, help="runs per parallel block (multiple of 8)")
+    p.add_argument("--block-size", type=parse_int, default=None, help="runs per parallel block (multiple of 8)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cpu: lockstep SIMD engine on all cores (default); cuda: one warp per run on an NVIDIA "
                    "GPU (discrete sweeps; needs numba-cuda)")
-    p.add_argument("--threads", type=int, default=None, help="number of threads (default: all cores)")
+    p.add_argument("--threads", type=parse_int, default=None, help="number of threads (default: all cores)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run the points on the Dask cluster of this scheduler (e.g. tcp://host:8786; start it "
                    "with `dask scheduler` and `dask worker ADDRESS`); this process writes --store. Needs the "
                    "distributed extra")
-    p.add_argument("--wave-size", type=int, default=None, help="points written to the store together "
+    p.add_argument("--wave-size", type=parse_int, default=None, help="points written to the store together "
                    "(default: about 20 s of work); with --scheduler: points per task (default: about 8 tasks "
                    "per worker)")
     p.add_argument("--log", action="store_true", help="print a line to stderr after every written wave")

@@ -29,7 +29,7 @@ from ..results import (
     trajectory_from_blocks,
 )
 from ..status import Status
-from ..validate import MAX_STEPS, as_bool, as_float, as_int, check_data_scale
+from ..validate import MAX_STEPS, as_bool, as_float, as_int, as_seed, check_data_scale
 from .common import (
     check_gradient_form,
     check_problem,
@@ -170,7 +170,7 @@ def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, see
         if batch_size == problem.n and not replace:
             batch_size = None  # every sample in every batch: full-batch MGD
     replace = check_replace(replace, batch_size)
-    seed = as_int("seed", seed, low=0, high=2**63 - 1)
+    seed = as_seed("seed", seed)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     check_gradient_form(gradient)
     if batch_size is not None and gradient != "auto":
@@ -359,7 +359,7 @@ def batch_indices(n, batch_size, steps, *, seed=0, replace=False):
     n = as_int("n", n, low=1)
     batch_size = as_int("batch_size", batch_size, low=1, high=n)
     steps = as_int("steps", steps, low=0, high=MAX_STEPS)
-    seed = as_int("seed", seed, low=0, high=2**63 - 1)
+    seed = as_seed("seed", seed)
     state = np.zeros(4, dtype=np.uint64)
     _seed_state(seed, 0, state)
     out = np.zeros((steps, batch_size), dtype=np.int64)

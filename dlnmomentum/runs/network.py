@@ -22,7 +22,7 @@ from ..networks import NetworkProblem
 from ..record import Record
 from ..results import StatusMixin, Trajectory, readonly, test_loss_text, trajectory_from_blocks
 from ..status import Status
-from ..validate import MAX_STEPS, as_array, as_float, as_int
+from ..validate import MAX_STEPS, as_array, as_float, as_int, as_seed
 from .common import check_replace
 
 
@@ -110,7 +110,7 @@ def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, see
         if batch_size == problem.n and not replace:
             batch_size = None  # every sample in every batch: full-batch MGD
     replace = check_replace(replace, batch_size)  # (was ignored without a batch_size)
-    seed = as_int("seed", seed, low=0, high=2**63 - 1)
+    seed = as_seed("seed", seed)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     if not isinstance(record_params, (bool, np.bool_)):
         raise TypeError(f"record_params must be a bool, got {record_params!r}")

@@ -88,9 +88,13 @@ def _quadratic(A, c, x0):
 
 
 def _gamma_beta(gamma, beta):
+    """``(gamma, beta, lam, eps)``: γ in (0, inf), β in [0, 1), and the MGF parameters λ = γ/(1-β)², ε = γ/(1-β)
+    finite (a ValueError naming gamma and beta otherwise).  One domain for :func:`heavy_ball_quadratic` and
+    :func:`heavy_ball_quadratic_path`: the path needs λ and ε, and the final iterate alone took γ = 1e308 (status
+    DIVERGED) that the path refused."""
     gamma = as_float("gamma", gamma, low=0.0, low_open=True)
     beta = as_float("beta", beta, low=0.0, high=1.0, high_open=True)
-    return gamma, beta
+    return gamma, beta, float(lam_of(gamma, beta)), float(step_of(gamma, beta))
 
 
 def heavy_ball_quadratic(A, c, x0, gamma, beta, steps):
@@ -99,15 +103,18 @@ def heavy_ball_quadratic(A, c, x0, gamma, beta, steps):
     The paper's Figure 1 setting (and a check of the update rule against the
     closed form of the linear recurrence). ``A`` must be symmetric.
 
+    ``gamma``, ``beta`` and the other arguments are checked as in :func:`heavy_ball_quadratic_path` (λ = γ/(1-β)²
+    and ε = γ/(1-β) finite), so the two take the same inputs and end with the same status.
+
     Returns
     -------
     x : array
-        The iterate after ``steps`` updates.
+        The iterate after ``steps`` updates (``DIVERGED``: the last iterate within (-1e150, 1e150)).
     status : int
         ``MAX_STEPS`` or ``DIVERGED``.
     """
     A, c, x = _quadratic(A, c, x0)
-    gamma, beta = _gamma_beta(gamma, beta)
+    gamma, beta, _, _ = _gamma_beta(gamma, beta)
     steps = as_int("steps", steps, low=0, high=STEP_LIMIT)
     x_prev = x.copy()
     code = K._heavy_ball_quadratic(A, c, gamma, beta, x, x_prev, steps)
@@ -131,7 +138,7 @@ def heavy_ball_quadratic_path(A, c, x0, gamma, beta, steps, every=1):
     gamma : float
         Step size γ in (0, inf).
     beta : float
-        Momentum β in [0, 1).
+        Momentum β in [0, 1); λ = γ/(1-β)² and ε = γ/(1-β) must be finite (a ValueError naming gamma and beta).
     steps : int
         Number of updates, in [0, inf).
     every : int
@@ -151,7 +158,7 @@ def heavy_ball_quadratic_path(A, c, x0, gamma, beta, steps, every=1):
         (the message names the parameter).
     """
     A, c, x = _quadratic(A, c, x0)
-    gamma, beta = _gamma_beta(gamma, beta)
+    gamma, beta, lam, step = _gamma_beta(gamma, beta)
     steps = as_int("steps", steps, low=0, high=STEP_LIMIT)
     every = as_int("every", every, low=1, high=STEP_LIMIT)
     k = np.arange(0, steps + 1, every, dtype=np.int64)
@@ -161,10 +168,16 @@ def heavy_ball_quadratic_path(A, c, x0, gamma, beta, steps, every=1):
     filled = np.zeros(1, dtype=np.int64)
     code = K._heavy_ball_quadratic_path(A, c, gamma, beta, x, x.copy(), every, steps, path, filled)
     m = int(filled[0])
-    step = float(step_of(gamma, beta))
-    return QuadraticPath(x=path[:m], k=k[:m], time=k[:m] * step,
+    with np.errstate(over="ignore"):
+        time = k[:m] * step
+    if not np.all(np.isfinite(time)):  # bounded iterates (x0 a minimiser) for more than realmax/ε steps
+        first = int(np.argmin(np.isfinite(time)))
+        raise ValueError(f"the MGF time k·eps of iterate k = {int(k[first])} overflows float64 (eps = gamma/(1-beta) = "
+                         f"{step!r} for gamma = {gamma!r}, beta = {beta!r}): steps must be at most "
+                         f"{np.finfo(np.float64).max / step:.3g} at this eps")
+    return QuadraticPath(x=path[:m], k=k[:m], time=time,
                          status=Status.DIVERGED if code == DIVERGED else Status.MAX_STEPS,
-                         gamma=gamma, beta=beta, lam=float(lam_of(gamma, beta)), eps=step)
+                         gamma=gamma, beta=beta, lam=lam, eps=step)
 
 
 def _phi1(z):
@@ -175,6 +188,8 @@ def _phi1(z):
     return out
 
 
+#: The largest error of an under-damped mode's response h from the rounding of its phase that quadratic_flow returns.
+_PHASE_ERROR = 1e-6
 #: Terms of the power series of φ (its argument is bounded by _SERIES_RADIUS where it is used).
 _SERIES_TERMS = 60
 _SERIES_RADIUS = 8.0
@@ -205,28 +220,48 @@ def _mode_responses(a, t, lam):
     T = np.broadcast_to(t[:, None], (t.size, a.size))
     A = np.broadcast_to(a[None, :], T.shape)
     if lam == 0.0:
-        at = T * A
-        return np.exp(-at), T * _phi1(-at)
-    tau = T / (2.0 * lam)
-    D = 1.0 - 4.0 * lam * A
-    over = D > 0
-    r = np.sqrt(np.where(over, D, 0.0))
-    r_safe = np.where(over, r, 1.0)
-    theta = tau * np.sqrt(np.where(over, 0.0, -D))
+        with np.errstate(over="ignore"):
+            at = T * A
+        # at >= 1: φ = (1 - e^{-at})/a directly (a > 0 there); t·φ₁(-at) = t·(1 - e^{-at})/(at) was 0 where at
+        # overflowed (t = 1e308: t·0) and subnormal beyond at ≈ 4e307, not the limit 1/a
+        big = at >= 1.0
+        phi = np.where(big, -np.expm1(-at) / np.where(big, A, 1.0), T * _phi1(np.where(big, 0.0, -at)))
+        return np.exp(-at), phi
+    # Written for every finite t, λ and a, absurd horizons included (t = 1e308 gave NaN): 2λ, 4λa, t²/λ and
+    # at²/λ overflowed where the quantities they stand for do not.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        tau = 0.5 * (T / lam)
+        D = 1.0 - 4.0 * (lam * A)  # (4λ·0 was NaN for λ > 4.5e307); -inf where λa overflows: under-damped
+        over = D > 0
+        r = np.sqrt(np.where(over, D, 0.0))
+        r_safe = np.where(over, r, 1.0)
+        # θ = τ√(-D); where 4λa overflowed, √(-D)/(2λ) is √(a/λ) to rounding
+        theta = np.where(over, 0.0, np.where(np.isfinite(D), tau * np.sqrt(np.where(over, 0.0, -D)),
+                                             T * (np.sqrt(A) / np.sqrt(lam))))
         s1 = (-2.0 * A / (1.0 + r)) * T
         x = 2.0 * tau * r
         h_over = np.exp(s1) * ((1.0 + np.exp(-x)) / 2.0 + (-np.expm1(-x)) / (2.0 * r_safe))
         sinc = np.sin(theta) / np.where(theta == 0, 1.0, theta)
         h_under = np.exp(-tau) * (np.cos(theta) + tau * np.where(theta == 0, 1.0, sinc))
+        # |h_under| <= e^{-τ}(1 + τ) < 1e-340 beyond τ = 800: 0 in float64 (cos and sin of an overflowed θ were NaN)
+        h_under = np.where(tau > 800.0, 0.0, h_under)
         h = np.where(over, h_over, h_under)
-
+        # The phase θ carries a rounding error of a few θ·2⁻⁵³ (t, λ, a are rounded): h's error is up to
+        # e^{-τ}(1 + τ) times that: beyond _PHASE_ERROR (θ ~ 1e9 while the envelope is not negligible, λa of
+        # 1e17 and more) x(t) is refused, not returned as an arbitrary number in the envelope (it was)
+        phase = np.where(over | (tau > 800.0), 0.0, np.exp(-tau) * (1.0 + tau) * theta * (4 * np.finfo(float).eps))
+    if np.any(~(phase <= _PHASE_ERROR)):
+        i, j = np.unravel_index(np.argmax(~(phase <= _PHASE_ERROR)), phase.shape)
+        raise ValueError(f"x(t) of MGF(lam = {lam!r}) is not resolved at times[{i}] = {float(t[i])!r}: the mode of "
+                         f"eigenvalue {float(a[j])!r} oscillates with phase t·sqrt(a/lam) ≈ {theta[i, j]:.3g} there, "
+                         f"whose rounding error changes x(t) by more than {_PHASE_ERROR:g}; ask for earlier times")
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         phi_a = (1.0 - h) / A
         err_a = np.where(A != 0, (1.0 + np.abs(h)) / np.abs(1.0 - h), np.inf)
         p1, p2 = _phi1(s1), _phi1(s1 - x)
         phi_b = T * (p1 - p2) / r_safe
         err_b = np.where(over & (x > 0), (p1 + p2) / np.abs(p1 - p2), np.inf)
-        p, q = -2.0 * tau, A * T * T / lam
+        p, q = -2.0 * tau, A * T * (T / lam)
         small = np.abs(p) + np.sqrt(np.abs(q)) < _SERIES_RADIUS
         p, q = np.where(small, p, 0.0), np.where(small, q, 0.0)
         h_prev, h_n, coef = np.zeros_like(p), np.ones_like(p), 0.5
@@ -236,9 +271,11 @@ def _mode_responses(a, t, lam):
             coef /= n + 2
             total = total + coef * h_n
             magnitude = magnitude + np.abs(coef * h_n)
-        phi_c = T * T / lam * total
+        phi_c = T * ((T / lam) * total)  # (t²/λ overflowed for t > 1e154: φ <= t)
         err_c = np.where(small & (total != 0), magnitude / np.abs(total), np.inf)
-    best = np.argmin(np.stack([err_a, err_b, err_c]), axis=0)
+    # a bound that is 0/0 (both φ₁ underflowed to 0 at s₁ = -inf) says nothing: never chosen (argmin picks NaN)
+    errors = np.stack([err_a, err_b, err_c])
+    best = np.argmin(np.where(np.isnan(errors), np.inf, errors), axis=0)
     phi = np.choose(best, [phi_a, phi_b, phi_c])
     return h, np.where(T == 0, 0.0, phi)
 
@@ -267,13 +304,15 @@ def quadratic_flow(A, c, x0, lam, times):
     Returns
     -------
     QuadraticFlowPath
-        ``x`` of shape (T, d), ``time``, ``lam``.
+        ``x`` of shape (T, d), ``time``, ``lam``: finite at every finite time, the limits included
+        (x(1e308) is the minimiser for a positive definite ``A``).
 
     Raises
     ------
     ValueError, TypeError
         On malformed shapes, a non-symmetric or indefinite ``A``, a λ or times out of range (the message
-        names the parameter).
+        names the parameter), or where x(t) is not representable in float64 (it overflows: a drift along the
+        null space of ``A`` at t near 1e308; the message names the first such time).
     """
     A, c, x0 = _quadratic(A, c, x0)
     lam = as_float("lam", lam, low=0.0)
@@ -281,11 +320,22 @@ def quadratic_flow(A, c, x0, lam, times):
     if t.size < 1 or t[0] < 0 or np.any(np.diff(t) <= 0):
         raise ValueError("times must be a non-empty 1-dimensional array of finite times in [0, inf), "
                          f"strictly increasing, got {t if t.size <= 6 else f'an array of {t.size}'}")
-    a, Q = np.linalg.eigh(A)
+    with np.errstate(over="ignore", invalid="ignore"):
+        a, Q = np.linalg.eigh(A)
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(Q))):
+        raise ValueError(f"A's eigen-decomposition overflows float64 (largest |A| entry {np.max(np.abs(A))!r}): "
+                         "rescale A, c and x0")
     scale = float(np.max(np.abs(a)))
     tol = 64 * np.finfo(float).eps * a.size * scale
     if a[0] < -tol:
         raise ValueError(f"A must be positive semi-definite, got the eigenvalue {a[0]!r} < 0")
     h, phi = _mode_responses(a, t, lam)
-    z = h * (Q.T @ x0)[None, :] + phi * (Q.T @ c)[None, :]
-    return QuadraticFlowPath(x=z @ Q.T, time=t, lam=lam)
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = h * (Q.T @ x0)[None, :] + phi * (Q.T @ c)[None, :]
+        x = z @ Q.T
+    bad = ~np.all(np.isfinite(x), axis=1)
+    if np.any(bad):  # x(t) itself beyond float64 (a drift c·t along A's null space at t ~ 1e308, a ~ 1e-320 modes)
+        i = int(np.argmax(bad))
+        raise ValueError(f"x(t) of MGF(lam = {lam!r}) overflows float64 at times[{i}] = {float(t[i])!r}: ask for "
+                         "earlier times or rescale A, c, x0")
+    return QuadraticFlowPath(x=x, time=t, lam=lam)

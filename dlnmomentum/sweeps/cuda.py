@@ -18,7 +18,7 @@ from ..kernels import layout as KL
 from ..kernels import mgd as K
 from ..kernels import status as KST
 from ..runs.mgd import initial_state
-from ..validate import MAX_STEPS, as_array, as_float, as_int
+from ..validate import MAX_SEED, MAX_STEPS, as_array, as_float, as_int
 
 #: Modes by name (the kernel codes of :mod:`dlnmomentum.kernels.mgd`).
 MODES = {"hessian": KL.MODE_HESSIAN, "data": KL.MODE_DATA, "minibatch": KL.MODE_MINIBATCH}
@@ -161,8 +161,9 @@ class CudaMGDSweep:
         if not np.all(np.abs(self.w_plus0 * self.w_minus0) > 0):
             raise ValueError("w_plus0 and w_minus0 must be non-zero in every coordinate (balancedness > 0)")
         seeds = np.broadcast_to(np.asarray(seeds), (self.n_points,))
-        if not np.issubdtype(seeds.dtype, np.integer) or np.any(seeds < 0):
-            raise ValueError("seeds must be non-negative integers (one, or one per point)")
+        # (the one seed range of validate.as_seed: a uint64 seed above 2**63 - 1 would wrap in the int64 below)
+        if not np.issubdtype(seeds.dtype, np.integer) or np.any(seeds < 0) or np.any(seeds > MAX_SEED):
+            raise ValueError(f"seeds must be integers in [0, {MAX_SEED}] (2**63 - 1), one or one per point")
         self.seeds = seeds.astype(np.int64)
         self.points = pts
         self.blocks, self.threads, self.warps_per_block = KC.launch_config(

@@ -42,7 +42,7 @@ from ..store.kinds import (
     require_regular_or_absent,
     resume_or_overwrite,
 )
-from ..validate import MAX_GRID, as_int, as_store_path, check_log, check_sweep_size
+from ..validate import MAX_GRID, as_int, as_seed, as_store_path, check_log, check_sweep_size
 from .grid import as_grid
 from .network_lockstep import NetworkLockstep, default_wave_size
 from .result import Sweep
@@ -85,7 +85,7 @@ def make_config(problem_or_spec, gammas, betas, steps, reps=1, seed=0, tol=None,
     betas = as_grid("betas", betas, low=0.0, high=1.0, high_open=True)
     reps = as_int("reps", reps, low=1, high=MAX_GRID)
     check_sweep_size(reps, {"betas": len(betas), "gammas": len(gammas)})
-    seed = as_int("seed", seed, low=0, high=2**62)
+    seed = as_seed("seed", seed, reps=reps)
     if isinstance(problem_or_spec, NetworkProblem):
         problem, spec, fingerprint = problem_or_spec, None, _fingerprint(problem_or_spec)
     else:

@@ -31,7 +31,7 @@ from ..runs.points import SCALAR_FIELDS, VECTOR_FIELDS
 from ..runs.stepping import check_scheme
 from ..store.files import to_jsonable
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION
-from ..validate import MAX_GRID, MAX_STEPS, as_bool, as_float, as_int, check_sweep_size
+from ..validate import MAX_GRID, MAX_STEPS, as_bool, as_float, as_int, as_seed, check_sweep_size
 from .grid import as_grid
 
 # ---------------------------------------------------------------------------------------------------
@@ -197,7 +197,7 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
     else:
         problem, spec = None, _check_spec(problem_or_spec)
     reps = as_int("reps", reps, low=1, high=MAX_GRID)
-    seed = as_int("seed", seed, low=0, high=2**62)
+    seed = as_seed("seed", seed, reps=reps)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     replace = as_bool("replace", replace)
     alpha = as_float("alpha", alpha, low=0.0, low_open=True)

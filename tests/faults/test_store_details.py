@@ -112,7 +112,7 @@ def test_data_seed_has_one_range_named_by_its_option(command, seed, capsys):
     with pytest.raises(SystemExit) as exc:
         main(command + ["--data-seed", seed, "--no-progress"])
     assert exc.value.code == 2
-    assert "--data-seed must be an integer in [0, 4611686018427387904] (2**62)" in capsys.readouterr().err
+    assert "--data-seed must be an integer in [0, 9223372036854775807] (2**63 - 1)" in capsys.readouterr().err
 
 
 def test_a_run_store_without_format_version_is_damaged_not_new(tmp_path):
