@@ -94,7 +94,8 @@ def mgd(problem, gamma, beta, *, steps, alpha=None, u0=None, v0=None, batch_size
         (:mod:`dlnmomentum.progress`).
     gradient : {"auto", "hessian", "data"}
         Full-batch gradient form; ``auto`` picks the cheaper of ``Hθ - b`` (d²) and
-        ``Xᵀ(Xθ - y)/n`` (2nd).
+        ``Xᵀ(Xθ - y)/n`` (2nd). In the data form (and with ``batch_size``) the d × d matrix H = XᵀX/n is never
+        formed nor stored, so wide data (d = 1e5, n = 10: H would be 80 GB) runs from X alone.
     store : str or path, optional
         Stream the run to this HDF5 file (see :mod:`dlnmomentum.store.writer`).
     overwrite : bool

@@ -209,11 +209,6 @@ class NetworkProblem:
                 a = np.maximum(a, 0.0)
         return a[:, 0]
 
-    def _flat(self, flat):
-        """Flat parameters of shape (n_params,), real and finite: the kernel reads n_params entries whatever the
-        length (a shorter vector was read past its end) and a NaN made a NaN loss."""
-        return as_array("flat", flat, ndim=1, shape=(self.n_params,))
-
     def train_loss(self, flat):
         """L(w) = ‖f_w(X) - y‖²/(2n) (the kernels' own evaluation) of finite parameters of shape (n_params,)."""
         widths, w_off, b_off = self.layout

@@ -12,6 +12,13 @@ from .kernels.layout import PAD, round_up
 from .validate import MAX_ENTRIES, as_array, as_float, as_int, as_seed, check_entries
 
 
+#: The placeholder of H for kernels that take the data or minibatch form (they never read it).
+_NO_HESSIAN = np.zeros((0, 0))
+_NO_HESSIAN.setflags(write=False)
+#: The largest diagonal entry of XᵀX/n accepted: every entry of H and of H + Hᵀ is then finite.
+_MOMENT_MAX = 0.25 * np.finfo(np.float64).max
+
+
 def _frozen(arr):
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     arr.setflags(write=False)
@@ -106,22 +113,46 @@ class Problem:
         """b = Xᵀy/n, so that ∇L(θ) = Hθ - b."""
         return _frozen(self.X.T @ self.y / self.n)
 
-    @cached_property
+    @property
     def padded(self):
         """(X, Xᵀ, H, b) zero-padded to a multiple of ``kernels.layout.PAD`` columns, for the kernels.
 
         Padding lets the vectorised loops run without scalar tails; padded
         coordinates carry θ = 0 and ∇L = 0, so results are unchanged bit for bit.
         """
+        return self.kernel_arrays(hessian=True)
+
+    def kernel_arrays(self, hessian):
+        """:attr:`padded`, with H only where the kernel takes the Hessian form (``hessian``); else a 0 × 0 array
+        in its place, so that a wide problem (d = 1e5: H would be 80 GB) never forms the d × d matrix."""
+        X, XT, b = self._padded_data
+        return X, XT, (self._padded_hessian if hessian else _NO_HESSIAN), b
+
+    @cached_property
+    def _padded_data(self):
         d = self.d
         dp = round_up(d, PAD)
         X = np.zeros((self.n, dp))
         X[:, :d] = self.X
-        H = np.zeros((dp, dp))
-        H[:d, :d] = self.hessian
         b = np.zeros(dp)
         b[:d] = self.b
-        return _frozen(X), _frozen(X.T), _frozen(H), _frozen(b)
+        return _frozen(X), _frozen(X.T), _frozen(b)
+
+    @cached_property
+    def _padded_hessian(self):
+        d = self.d
+        dp = round_up(d, PAD)
+        H = np.zeros((dp, dp))
+        H[:d, :d] = self.hessian
+        return _frozen(H)
+
+    def moments_finite(self):
+        """Whether XᵀX/n and Xᵀy/n are finite, without forming the d × d matrix XᵀX/n: by Cauchy-Schwarz its
+        entries are bounded by its diagonal, the column norms ‖X_j‖²/n, which are checked with room for the
+        symmetrisation of :attr:`hessian` (H + Hᵀ)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            diag = np.einsum("ij,ij->j", self.X, self.X) / self.n
+            return bool(np.all(diag <= _MOMENT_MAX) and np.all(np.isfinite(self.b)))
 
     def _theta(self, theta):
         """θ of shape (d,), real and finite (a NaN or inf entry made a NaN loss, a wrong shape a matmul error)."""

@@ -279,7 +279,7 @@ def check_data_scale(problem, stiffness=None):
     stiffness estimate ``stiffness()`` too (returned): data scaled beyond them (X * 1e200) overflows in every
     gradient, so it is refused by name before any work."""
     with np.errstate(over="ignore", invalid="ignore"):
-        finite = bool(np.all(np.isfinite(problem.hessian)) and np.all(np.isfinite(problem.b)))
+        finite = problem.moments_finite()  # (without forming XᵀX/n: d × d, 80 GB at d = 1e5)
         kappa = None if stiffness is None else (stiffness() if finite else math.inf)
     if not finite or (kappa is not None and not math.isfinite(kappa)):
         what = "XᵀX/n and Xᵀy/n are" if stiffness is None else \

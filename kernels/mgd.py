@@ -334,7 +334,7 @@ def _mgd_advance(
     """
     n = X.shape[0]
     d = fstate.shape[1]
-    dp = H.shape[0]
+    dp = XT.shape[0]  # (H is 0 × 0 where the kernel takes the data or minibatch form)
     # Padded working copies: the padding coordinates hold w = 1, θ = 0, ∇L = 0
     # and never change, so the real coordinates get exactly the unpadded bits.
     work = np.ones((N_FLOAT_ROWS + 2, dp))

@@ -214,6 +214,12 @@ class MGDRun(RunStateMixin):
         return int(self.counters[0])
 
     @property
+    def uses_hessian(self):
+        """Whether the kernel takes the gradient as Hθ - b: only then is H = XᵀX/n formed and stored (d × d; the
+        data and minibatch forms, for d > 2n, never need it)."""
+        return self.mode == KL.MODE_HESSIAN
+
+    @property
     def kind(self):
         return self.config.kind
 
@@ -239,7 +245,7 @@ class MGDRun(RunStateMixin):
     def advance(self, n_steps, block, offset):
         p, c = self.problem, self.config
         tol = -1.0 if c.tol is None else c.tol
-        X, XT, H, b = p.padded
+        X, XT, H, b = p.kernel_arrays(hessian=self.uses_hessian)
         return K._mgd_advance(
             X, XT, p.y, H, b, p.X_test, p.y_test,
             c.gamma, c.beta, self.mode, tol,

@@ -255,7 +255,7 @@ def read_text(ds, hint=None):
 
 # -- problem ------------------------------------------------------------------------------------
 
-def write_problem(f, dims, problem):
+def write_problem(f, dims, problem, hessian=True):
     g = f.create_group("problem")
     if hasattr(problem, "store_arrays"):  # a problem of another kind (a network): its own arrays and class name
         attrs = dict(problem.store_attrs(), params=dumps(problem.params), problem_class=type_name(problem))
@@ -271,8 +271,10 @@ def write_problem(f, dims, problem):
     dims.array(g, "y_test", problem.y_test, ["test_sample"])
     if problem.theta_star is not None:
         dims.array(g, "theta_star", problem.theta_star, ["coordinate"])
-    # Derived by BLAS; stored so that a resumed run uses the very same bits on any machine.
-    dims.array(g, "hessian", problem.hessian, ["coordinate", "coordinate_j"])
+    # Derived by BLAS; stored so that a resumed run uses the very same bits on any machine. Left out for a run that
+    # does not use it (``hessian`` False: MGD in the data or minibatch form, d > 2n), where it is d × d for nothing.
+    if hessian:
+        dims.array(g, "hessian", problem.hessian, ["coordinate", "coordinate_j"])
     dims.array(g, "b", problem.b, ["coordinate"])
     return g
 

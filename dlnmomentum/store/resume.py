@@ -132,7 +132,8 @@ def _check_free_space(path, needed):
 def _write_committed(src, dst, path, plan, written):
     header = {k: v for k, v in src.attrs.items() if k not in ("config", "config" + CRC_SUFFIX)}
     template = template_result(_run_class(plan, path), plan.problem, plan.description, plan.initial)
-    write_layout(dst, header, plan.description, plan.problem, plan.initial, plan.schema, template)
+    write_layout(dst, header, plan.description, plan.problem, plan.initial, plan.schema, template,
+                 hessian="hessian" in src["problem"])  # (as the store being rebuilt)
     for key, s in plan.schema.items():
         n = written[key]
         if not n:

@@ -456,16 +456,17 @@ def _initial_arrays(run):
     return {"u0": np.asarray(run.u0, dtype=np.float64), "v0": np.asarray(run.v0, dtype=np.float64)}
 
 
-def write_layout(f, header, description, problem, initial, schema, template=None):
+def write_layout(f, header, description, problem, initial, schema, template=None, hessian=True):
     """Root attributes, /problem, /initial, /config_arrays, empty /observables and a template /final.
 
     ``template`` is the result of the fresh run: ``/final`` is created from it (marked
-    ``complete = 0``) so that closing the store only overwrites values.
+    ``complete = 0``) so that closing the store only overwrites values. ``hessian``: whether /problem holds
+    XᵀX/n (the run uses it: :func:`.format.write_problem`).
     """
     desc, arrays = split_description(description)
     set_attrs(f, guarded(dict(header, config=json.dumps(desc)), "config"), replace=False)
     dims = Dims(problem.d)
-    write_problem(f, dims, problem)
+    write_problem(f, dims, problem, hessian)
     g = f.create_group("initial")
     set_attrs(g, {"description": "initial weights of the run (w_plus0 = u0 + v0, w_minus0 = u0 - v0)"})
     for name, value in initial.items():
@@ -523,7 +524,8 @@ def _create(path, run, lock, checkpoint_every):
 
     def setup(memory):
         template = template_result(type(run), run.problem, description, initial)
-        write_layout(memory, header, description, run.problem, initial, schema, template)
+        write_layout(memory, header, description, run.problem, initial, schema, template,
+                     getattr(run, "uses_hessian", True))
         try:
             write_h5_image(memory, tmp)
         except OSError as exc:

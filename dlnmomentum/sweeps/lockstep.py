@@ -66,8 +66,11 @@ class LockstepEngine:
             npad, dpad = round_up(n, KS.TILE), round_up(d, KS.TILE)
             X = np.zeros((npad, dpad))
             X[:n, :d] = p.X
-            H = np.zeros((dpad, dpad))
-            H[:d, :d] = p.hessian
+            if self.mode == KL.MODE_HESSIAN:
+                H = np.zeros((dpad, dpad))
+                H[:d, :d] = p.hessian
+            else:  # (the lanes read H only in the Hessian form: d × d is never formed for wide data)
+                H = np.zeros((0, 0))
             b = np.zeros(dpad)
             b[:d] = p.b
             y = np.zeros(npad)

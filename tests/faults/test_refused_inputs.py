@@ -336,13 +336,13 @@ def test_a_store_write_that_fails_at_the_end_is_an_error_not_an_interruption(pro
 
 
 def test_the_cli_says_when_sizes_do_not_fit_in_memory(capsys):
-    # the generator refuses sizes beyond 2**30 entries by name (since the input limits); a d whose d x d Hessian
-    # does not fit is still met as a MemoryError, reported as such
+    # the generator refuses sizes beyond 2**30 entries by name (since the input limits); a flow, which needs the
+    # d x d Hessian, on a d whose Hessian does not fit is still met as a MemoryError, reported as such (MGD in the
+    # data form no longer forms it: tests/test_wide_data.py)
     assert main(["run", "--gamma", "0.05", "--beta", "0.5", "--steps", "20", "--n", "1000000000000", "--d", "8",
                  "--no-progress"]) == 2
     assert "n must be an integer in [1, 1073741824], got 1000000000000" in capsys.readouterr().err
-    assert main(["run", "--gamma", "0.05", "--beta", "0.5", "--steps", "20", "--n", "2", "--d", "300000",
-                 "--n-test", "0", "--no-progress"]) == 2
+    assert main(["flow", "--gf", "--t-max", "1", "--n", "2", "--d", "300000", "--n-test", "0", "--no-progress"]) == 2
     assert "not enough memory for these sizes" in capsys.readouterr().err
 
 
