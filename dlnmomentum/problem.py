@@ -11,7 +11,6 @@ import numpy as np
 from .kernels.layout import PAD, round_up
 from .validate import MAX_ENTRIES, as_array, as_float, as_int, as_seed, check_entries
 
-
 #: The placeholder of H for kernels that take the data or minibatch form (they never read it).
 _NO_HESSIAN = np.zeros((0, 0))
 _NO_HESSIAN.setflags(write=False)
