@@ -86,6 +86,8 @@ def finding_d(folder):
                 spread = spreads[field] if field in spreads else spreads
                 print(f"  {field}: " + ", ".join(f"{k} {v:.2f}" for k, v in shares.items())
                       + f"  ({spread['points']} points; std of log10 over them {spread['total']:.3g})")
+                if "reason" in spread:  # (NaN shares: too few points per bin)
+                    print(f"  {field}: not computed: {spread['reason']}")
 
 
 def finding_e(folder):

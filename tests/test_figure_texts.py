@@ -23,7 +23,7 @@ import h5py
 import numpy as np
 import pytest
 
-from dlnmomentum.figures import FIGURES, common, compute_figure, designs, mgf_lambda
+from dlnmomentum.figures import FIGURES, common, compute_figure, designs, figure_title, mgf_lambda
 from dlnmomentum.status import Status
 from dlnmomentum.store.files import text_crc
 
@@ -54,7 +54,7 @@ def draw(path):
         fig = plt.figure(figsize=getattr(module, "FIGSIZE", (10.0, 5.0)), constrained_layout=True)
         module.plot(h5, fig)
         if setting:
-            common.suptitle(fig, module.TITLE, setting, size)
+            common.suptitle(fig, figure_title(module, setting), setting, size)
     fig.canvas.draw()
     return fig
 
@@ -125,7 +125,8 @@ def test_every_axes_is_labelled_without_raw_identifiers(drawn, name):
 # -- legends ------------------------------------------------------------------------------------------
 
 NOT_CONVERGED = rf"^not at train loss ≤ {common.short_number(designs.FIT_TOL)}$"
-OFF_SCALE = r"^not converged, off scale: ▲▼ at the axis edge$"
+OFF_SCALE = r"^not converged, off scale: ▲▼ on the frame \(value beside\)$"
+OUTLIER = r"^converged, > 1 decade off MGF\(λ\): △▽ on the frame \(value beside\)$"
 
 
 def _betas(path, group):
@@ -137,7 +138,7 @@ def expected_legends(name, path):
     """Each legend of figure ``name``: ``[(pattern, required), ...]``; every entry matches one pattern."""
     band = "^" + re.escape(mgf_lambda.BAND_LABEL) + "$"
     if name == "quadratic":
-        return [[(r"^GF \(exact\)$", True), (r"^GD\(γ\), λ = 0\.01: ", True), (r"^GD\(4γ\), λ = 0\.04: ", True)],
+        return [[(r"^GF \(exact\)$", True), (r"^GD\(γ\), γ = 0\.01: ", True), (r"^GD\(4γ\), γ = 0\.04: ", True)],
                 [(r"^MGF\(λ = 1\) \(exact\)$", True), (r"^MGD\(γ, β\), λ = 1: ", True),
                  (r"^MGD\(4γ, 1-2\(1-β\)\), λ = 1: ", True), (r"^MGD\(4γ, β²\), λ = 1\.11: ", True)],
                 [(r"^GD\(γ\): γ=0\.01, β=0$", True), (r"^GD\(4γ\): γ=0\.04, β=0$", True),
@@ -155,7 +156,7 @@ def expected_legends(name, path):
     if name in ("mgd-vs-mgf", "data-mean"):
         group = "mgd" if name == "mgd-vs-mgf" else "mu=1/mgd"
         entries = [(r"^MGF\(λ\)$", True)] + [(f"^MGD, β = {b:g}$", True) for b in _betas(path, group)]
-        entries += [(NOT_CONVERGED, False), (OFF_SCALE, False)]
+        entries += [(NOT_CONVERGED, False), (OFF_SCALE, False), (OUTLIER, False)]
         if name == "data-mean":
             entries.append((r"^GF \(λ = 0\)$", True))
         return [entries]
@@ -505,3 +506,160 @@ def test_level_labels_hide_no_mark(drawn, name):
             inside = ((marks[:, 0] >= box.x0) & (marks[:, 0] <= box.x1)
                       & (marks[:, 1] >= box.y0) & (marks[:, 1] <= box.y1))
             assert not inside.any(), (name, t.get_text(), marks[inside])
+
+
+# -- counts, axes, titles and marks (probed 2026-11-27: dlnm reproduce --quick) -------------------------------------
+
+def test_status_line_counts_runs_and_the_tolerance_the_marks_use():
+    """It said "288 points: converged 39" while counting runs (data sets × points) and calling "converged" the stop
+    tolerance 1e-20; the figures mark reaching 1e-8 at every data set. Counts checked against plain NumPy."""
+    from dlnmomentum.sweeps.result import Sweep
+
+    rng = np.random.default_rng(3)
+    status = rng.choice([int(Status.CONVERGED), int(Status.MAX_STEPS)], size=(2, 3, 4))
+    loss = np.where(status == Status.CONVERGED, 1e-21, 10.0 ** rng.uniform(-10, -6, size=(2, 3, 4)))
+    sw = Sweep(("rep", "beta", "gamma"), {"rep": np.arange(2), "beta": np.arange(3.0) / 4, "gamma": np.ones(4)},
+               {"status": status, "train_loss": loss}, np.ones((2, 3, 4), bool), {"tol": 1e-20, "theory_tol": 1e-8})
+    reached = (status == Status.CONVERGED) | (loss <= 1e-8)
+    text = common.status_line(sw)
+    assert text.startswith("24 runs (2 data sets × 12 points): ")
+    assert f"converged (train loss ≤ 1e-20) {int((status == Status.CONVERGED).sum())}" in text
+    assert (f"reached train loss ≤ 1e-8: {int(reached.sum())} runs, at {int(reached.all(axis=0).sum())} of 12 "
+            "points in every data set") in text
+
+
+def test_heatmap_beta_axis_stays_in_0_1_and_minor_gamma_ticks_are_unlabelled(drawn):
+    from matplotlib.ticker import NullFormatter
+
+    fig = common.pyplot().figure()
+    try:
+        ax = fig.add_subplot()
+        common.heatmap(ax, np.array([1e-2, 3e-2, 1e-1]), np.array([0.0, 0.45, 0.9]), np.ones((3, 3)), "z")
+        assert ax.get_ylim() == (0.0, 1.0), ax.get_ylim()  # the outer cells reached -0.225 and 1.125
+    finally:
+        common.pyplot().close(fig)
+    for name in ("teacher-student", "deep-linear", "mgd-grid"):
+        for ax in _plot_axes(drawn(name)):
+            if ax.get_xlabel() == "step size γ":
+                assert 0.0 <= ax.get_ylim()[0] and ax.get_ylim()[1] <= 1.0, (name, ax.get_ylim())
+                assert isinstance(ax.xaxis.get_minor_formatter(), NullFormatter), name
+                assert not any(t.get_text() for t in ax.xaxis.get_minorticklabels()), name
+
+
+def test_titles_say_one_seed_and_write_subscripts_as_math(drawn):
+    from dlnmomentum.figures import deep_linear
+
+    for setting in (designs.setting("tiny"), deep_linear.setting("tiny")):
+        text = common.setting_text(setting)
+        assert "seed 0" in text and "reps=1" not in text and "0..0" not in text, text
+    assert "seeds 0..1" in common.setting_text(designs.setting("quick"))
+    for name in ("mgf-triple", "lambda-collapse"):
+        title = drawn(name)._suptitle.get_text().split("\n")[0]
+        assert "$_{\\rm" in title and "_" not in _plain(title), title
+
+
+def test_deep_linear_title_takes_the_epochs_from_the_store(drawn, tiny_stores):
+    from dlnmomentum.figures import deep_linear, open_figure
+
+    epochs = deep_linear.SETTINGS["tiny"]["steps"]
+    assert f"after {epochs} epochs" in drawn("deep-linear")._suptitle.get_text()
+    assert f"after {epochs} epochs" in open_figure(str(tiny_stores / "deep-linear.h5")).title
+
+
+def test_lambda_spread_of_one_point_per_bin_is_not_computed():
+    """Nine points in twelve bins of log λ, each alone: the spread along λ was 0 and λ's share 1.0."""
+    from dlnmomentum.figures.networks import lambda_spread
+    from dlnmomentum.sweeps.result import Sweep
+
+    gammas, betas = np.array([1e-3, 7e-3, 5e-2]), np.array([0.0, 0.45, 0.9])
+    lam = gammas[None, None, :] / (1 - betas[None, :, None]) ** 2
+    loss = np.random.default_rng(0).uniform(0.1, 1.0, size=(1, 3, 3))
+    sw = Sweep(("rep", "beta", "gamma"), {"rep": [0], "beta": betas, "gamma": gammas},
+               {"test_loss": loss, "lam": lam}, np.ones((1, 3, 3), bool), {})
+    x = np.log10(lam.ravel())
+    edges = np.linspace(x.min(), x.max() + 1e-12, 13)
+    assert np.bincount(np.clip(np.digitize(x, edges) - 1, 0, 11)).max() == 1  # (the premise: one point a bin)
+    out = lambda_spread(sw, "test_loss")
+    assert np.isnan(out["r2"]) and np.isnan(out["along"]) and "share a bin" in out["reason"], out
+    dense = Sweep(("rep", "beta", "gamma"), {"rep": [0], "beta": betas, "gamma": gammas},
+                  {"test_loss": loss, "lam": np.ones_like(lam)}, np.ones((1, 3, 3), bool), {})
+    assert "reason" not in lambda_spread(dense, "test_loss", bins=1)
+
+
+def test_mgf_triple_distance_panel_leaves_out_gradient_flow(drawn):
+    ax = next(a for a in _plot_axes(drawn("mgf-triple")) if "θ" in a.get_ylabel() and "GF" in a.get_ylabel())
+    xs = np.concatenate([line.get_xdata() for line in ax.lines if line.get_marker() == "o"])
+    assert xs.min() > 0 and "λ = 0" in ax.get_title()
+
+
+def test_quadratic_contours_are_solid_and_gd_is_labelled_by_its_step(drawn):
+    from matplotlib.contour import ContourSet
+
+    sets = [c for ax in drawn("quadratic").axes for c in ax.collections if isinstance(c, ContourSet)]
+    assert sets
+    for cs in sets:
+        assert all(dashes is None for _, dashes in cs.get_linestyle()), cs.get_linestyle()
+
+
+def test_crossings_store_the_gap_at_the_stop_tolerance_and_show_the_bound(drawn, tiny_stores):
+    path = tiny_stores / "crossings.h5"
+    summary = _summary(path)
+    with h5py.File(path, "r") as h5:
+        for name in ("mgd", "mgf"):
+            g = h5[name]
+            status, gap, reason = g["status"][()], g["prediction_gap"][()], g["theory_reason"][()]
+            at_stop = (status == Status.CONVERGED) & (reason == 0) & g["done"][()].astype(bool)
+            want = float(gap[at_stop].max()) if at_stop.any() else None
+            assert summary[name]["max_prediction_gap_at_stop_tol"] == want, name
+            assert summary[name]["runs_at_stop_tol"] == int(at_stop.sum())
+        changes, theta0 = h5["mgd/sign_changes"][()], np.abs(h5["mgd/theta0_tilde"][()]).max(axis=-1)
+        ok = (h5["mgd/theory_reason"][()] == 0) & (changes == 0)
+    box = [t.get_text() for ax in drawn("crossings").axes for t in ax.texts if "without sign changes" in t.get_text()]
+    if ok.any():
+        assert len(box) == 1
+        shown = float(re.search(r"MGD grid: ([0-9.e+-]+)", box[0]).group(1))
+        assert np.isclose(shown, theta0[ok].max(), rtol=0.05) and "< α² = 1e-4" in box[0]
+
+
+def test_lambda_collapse_titles_give_the_distance_to_mgf_and_beta_stays_dark(drawn, tiny_stores):
+    summary = _summary(tiny_stores / "lambda-collapse.h5")
+    titles = [ax.get_title() for ax in _plot_axes(drawn("lambda-collapse"))]
+    for field, row in (("test_loss", titles[:2]), ("delta_inf_norm", titles[2:])):
+        for key, title in zip(("lam", "lam_central"), row, strict=True):
+            assert f"RMS distance to MGF(λ) {summary['distance_to_mgf'][field][key]:.3f}" in title, title
+    ax = _plot_axes(drawn("lambda-collapse"))[0]
+    r, g, b, _ = ax.collections[0].get_cmap()(1.0)
+    assert 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.8  # (plasma's end, β = 1, is pale yellow: 0.92)
+
+
+def test_an_outlier_is_drawn_on_the_frame_with_its_value(tiny_stores, tmp_path):
+    """data-mean at μ = 0.5 (quick): one converged run with test loss 0.37 set the panel's limits over four
+    decades. A converged MGD mean more than a decade off the MGF curve is now an open mark on the frame with its
+    value; the limits come from the rest. Checked on a copy of the tiny store with one mean made 1e3 times larger."""
+    from dlnmomentum.figures.mgd_vs_mgf import OUTLIER_LABEL
+
+    path = tmp_path / "data-mean.h5"
+    shutil.copy(tiny_stores / "data-mean.h5", path)
+    with h5py.File(path, "r+") as h5:
+        g = h5["mu=1/mgd"]
+        status, train = g["status"][()], g["train_loss"][()]
+        ok = ((status == Status.CONVERGED) | ((status == Status.MAX_STEPS) & (train <= designs.FIT_TOL))).all(axis=0)
+        ib, il = np.argwhere(ok)[0]
+        loss = g["test_loss"][()]
+        loss[:, ib, il] *= 1e3
+        g["test_loss"][...] = loss
+        value = loss[:, ib, il].mean()
+    fig = draw(path)
+    try:
+        ax = next(a for a in _plot_axes(fig) if a.get_title() == "μ = 1" and a.get_ylabel() == "test loss")
+        assert ax.get_ylim()[1] < value / 10
+        labels = [t.get_text() for t in ax.texts]
+        assert common.short_number(float(f"{value:.2g}")) in labels, labels
+        frame = [line for line in ax.lines if line.get_marker() in ("^", "v")]
+        assert frame and all(set(np.asarray(line.get_ydata(), float)) <= {0.0, 1.0} for line in frame)
+        assert OUTLIER_LABEL in [t.get_text() for leg in _legends(fig) for t in leg.get_texts()]
+        for a in _plot_axes(fig):  # one style of y tick labels in every panel: 10⁻⁴ or 2×10⁻⁴
+            for t in a.yaxis.get_majorticklabels():
+                assert re.fullmatch(r"(\$\\mathdefault\{(\d\\times)?10\^\{-?\d+\}\}\$)?", t.get_text()), t.get_text()
+    finally:
+        common.pyplot().close(fig)

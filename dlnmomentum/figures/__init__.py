@@ -27,6 +27,7 @@ the store only). :mod:`.networks` holds the λ measure of the network figures an
 import inspect
 import json
 import os
+import re
 
 import h5py
 
@@ -124,7 +125,7 @@ def plot_store(path, out=None):
                     raise
                 raise read_error(path, exc, "the figure's data") from exc
             if setting:  # (a module without a setting function titles its figure itself: quadratic)
-                common.suptitle(fig, module.TITLE, setting, size)
+                common.suptitle(fig, figure_title(module, setting), setting, size)
         try:  # after the store is closed: an image that cannot be written is not a damaged store
             return common.save(fig, out or os.path.dirname(os.path.abspath(path)), name)
         except StoreError:  # (a file there that is not an image it drew: refused, named)
@@ -135,6 +136,15 @@ def plot_store(path, out=None):
     finally:
         if fig is not None:
             plt.close(fig)
+
+
+def figure_title(module, setting):
+    """``module.TITLE`` with the stored ``setting``'s values in its ``{key}`` fields (deep-linear's ``{epochs}``:
+    a fixed "1000 epochs" was wrong for the tiny size's 100); a key the setting lacks leaves its field as written."""
+    title = module.TITLE
+    if "{" not in title:
+        return title
+    return re.sub(r"\{(\w+)\}", lambda m: str(setting[m.group(1)]) if m.group(1) in setting else m.group(0), title)
 
 
 def _raised_by_h5py(exc):
@@ -182,7 +192,7 @@ class FigureStore:
                          if isinstance(obj, h5py.Dataset) and not obj.is_scale
                          and not any(key.startswith(g + "/") for g in self.sweeps) else None)
         module = FIGURES.get(self.name)
-        self.title = getattr(module, "TITLE", self.name)
+        self.title = figure_title(module, self.setting) if module is not None else self.name
 
     def sweep(self, name):
         """The sweep ``name`` (one of :attr:`sweeps`) as a :class:`~dlnmomentum.Sweep`."""

@@ -130,12 +130,34 @@ def put(h5, name, data, description):
 
 # -- status: what converged, what did not -------------------------------------------------------------
 
-def status_line(sw):
-    """``"40 points: converged 31, max_steps 9; crossed 12"`` (every sweep and figure prints one)."""
+def status_line(sw, tol=None):
+    """What a sweep ran to, in the counts a reader can match to the figure's marks:
+    ``"288 runs (2 data sets × 144 points): converged (train loss ≤ 1e-20) 39, max_steps 249; reached train loss
+    ≤ 1e-8: 208 runs, at 94 of 144 points in every data set; sign changes in 104 runs"``.
+
+    *Runs* are data sets × grid points (a figure draws the points, mean over the data sets). ``converged`` is
+    the status: the run reached the sweep's stop tolerance (``config["tol"]``, 1e-20 for the diagonal figures).
+    The figures mark instead whether a run reached ``tol`` (default: the sweep's ``theory_tol``; none: left out),
+    the rule of :func:`converged_mask`; a point is drawn as reached when every data set reached it.
+    """
     counts = status_counts(sw)
-    text = f"{int(sw.done.sum())} points: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+    reps = sw.shape[sw.dims.index("rep")] if "rep" in sw.dims else 1
+    points = int(sw.done.size) // reps
+    done = int(sw.done.sum())
+    runs = f"{done} runs" if done == sw.done.size else f"{done} of {int(sw.done.size)} runs"
+    text = f"{runs} ({reps} data set{'s' if reps != 1 else ''} × {points} points): "
+    stop = sw.config.get("tol")
+    text += ", ".join(f"{k}{f' (train loss ≤ {short_number(float(stop))})' if k == 'converged' and stop else ''} {v}"
+                      for k, v in counts.items())
+    if tol is None:
+        tol = sw.config.get("theory_tol")
+    if tol is not None and "train_loss" in sw.data:
+        ok = converged_mask(sw, float(tol))
+        every = ok.all(axis=sw.dims.index("rep")) if "rep" in sw.dims else ok
+        text += (f"; reached train loss ≤ {short_number(float(tol))}: {int(ok.sum())} runs, at {int(every.sum())} "
+                 f"of {points} points in every data set")
     if "crossed" in sw.data:
-        text += f"; sign changes in {int(np.asarray(sw.data['crossed'])[sw.done].astype(bool).sum())}"
+        text += f"; sign changes in {int(np.asarray(sw.data['crossed'])[sw.done].astype(bool).sum())} runs"
     return text
 
 
@@ -271,7 +293,13 @@ def suptitle(fig, title, setting, size):
     characters an inch at 9 pt) so that no part of it is cut off."""
     width = max(40, int(fig.get_figwidth() * 14))
     setting_line = textwrap.fill(f"{setting_text(setting)}  [{size}]", width=width, break_long_words=False)
-    fig.suptitle(f"{title}\n{setting_line}", fontsize=9)
+    fig.suptitle(f"{math_subscripts(title)}\n{setting_line}", fontsize=9)
+
+
+def math_subscripts(text):
+    """``θ_GF`` and ``λ_central`` of a plain-text title (as the terminal prints it) as mathtext subscripts, written
+    as the axis labels write them (``θ$_{\\rm GF}$``): a drawn title showed the underscore."""
+    return re.sub(r"(?<=\S)_([A-Za-z]+)", r"$_{\\rm \1}$", text)
 
 
 #: How the figures name the sweep fields (axis labels, titles, colour bars): one name for each.
@@ -297,13 +325,14 @@ def mark_points(ax, x, y, mask, label, marker="x", color="red"):
     mask = np.asarray(mask, dtype=bool)
     if mask.any():
         ax.scatter(np.asarray(x)[mask], np.asarray(y)[mask], marker=marker, s=22, color=color, label=label,
-                   zorder=5, linewidths=1.0, facecolors="none" if marker == "o" else None)
+                   zorder=5, linewidths=1.0, facecolors="none" if marker == "o" else None,
+                   clip_on=False)  # (a mark on the β = 0 row sits on the frame: whole, not halved)
 
 
 # -- log axes: limits from the converged points, the others marked at the edge --------------------------
 
 #: The legend entry of :func:`off_scale`'s marks.
-OFF_SCALE_LABEL = "not converged, off scale: ▲▼ at the axis edge"
+OFF_SCALE_LABEL = "not converged, off scale: ▲▼ on the frame (value beside)"
 
 
 def log_limits(ax, values, pad=0.08):
@@ -321,28 +350,72 @@ def log_limits(ax, values, pad=0.08):
     ax.set_ylim(10.0 ** (lo - pad * span), 10.0 ** (hi + pad * span))
 
 
-def off_scale(ax, x, y, color):
-    """Draw the points of ``y`` outside the y limits as ▲ (above) / ▼ (below) at the axis edge; returns how many.
+def off_scale(ax, x, y, color, filled=True):
+    """Draw the points of ``y`` outside the y limits as ▲ (above) / ▼ (below) on the frame, each with its value
+    beside it; returns how many.
 
-    The marks stand at their x, at the edge, not at their value (:data:`OFF_SCALE_LABEL` says so in the legend).
+    The marks stand at their x on the frame line, half outside the axes (drawn inside, at 97.5 % of the height,
+    a mark sat on a tick and read as that tick's value), and their value is written next to them: the legend
+    (:data:`OFF_SCALE_LABEL`) says so. ``filled=False`` draws open marks (a run that converged, off scale).
     """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     lo, hi = ax.get_ylim()
     edge = ax.get_xaxis_transform()  # x in data, y in axes fractions
     count = 0
-    for mask, where, marker in ((np.isfinite(y) & (y > hi), 0.975, "^"), (np.isfinite(y) & (y < lo), 0.025, "v")):
+    for mask, where, marker in ((np.isfinite(y) & (y > hi), 1.0, "^"), (np.isfinite(y) & (y < lo), 0.0, "v")):
         if mask.any():
             ax.plot(x[mask], np.full(int(mask.sum()), where), marker, ls="none", ms=6, color=color,
-                    transform=edge, clip_on=False)
+                    mfc=color if filled else "white", transform=edge, clip_on=False, zorder=6)
+            for xv, yv in zip(x[mask], y[mask], strict=True):
+                # upright under (over) the mark: the labels of neighbouring λ do not run into each other
+                ax.annotate(short_number(float(f"{yv:.2g}")), (xv, where), xycoords=edge,
+                            xytext=(0, -6 if where else 6), textcoords="offset points", ha="center",
+                            va="top" if where else "bottom", rotation=90,
+                            fontsize=6.5, color=color, annotation_clip=False)
             count += int(mask.sum())
     return count
 
 
-def off_scale_handle():
+def off_scale_handle(label=OFF_SCALE_LABEL, filled=True):
     """The legend proxy of :func:`off_scale`'s marks."""
     from matplotlib.lines import Line2D
 
-    return Line2D([], [], ls="none", marker="^", ms=6, color="0.3", label=OFF_SCALE_LABEL)
+    return Line2D([], [], ls="none", marker="^", ms=6, color="0.3", mfc="0.3" if filled else "white", label=label)
+
+
+def log_ticks_125(axis):
+    """The ticks of a log ``axis`` spanning under two decades, in one style for every panel: 1, 2 and 5 × 10ᵏ,
+    labelled ``2×10⁻⁴`` / ``10⁻⁴``, minor ticks unlabelled; the limits widened to the next such tick where fewer
+    than two lie inside (a flat panel: matplotlib labelled it 1.45×10⁻⁴, 1.5×10⁻⁴, ..., unlike its neighbours).
+    An axis over two decades or more gets :func:`decade_ticks`."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    lo, hi = sorted(axis.get_view_interval())
+    if not (lo > 0 and np.isfinite(hi)):
+        return
+    if np.log10(hi / lo) >= 2:
+        decade_ticks(axis)
+        return
+    exps = np.arange(np.floor(np.log10(lo)) - 1, np.ceil(np.log10(hi)) + 2)
+    ticks = np.sort((10.0 ** exps[:, None] * np.array([1.0, 2.0, 5.0])).ravel())
+    inside = ticks[(ticks >= lo) & (ticks <= hi)]
+    below, above = ticks[ticks < lo].max(), ticks[ticks > hi].min()
+    if inside.size == 0:
+        lo, hi = below, above
+    elif inside.size == 1:  # the nearer of the two (in log)
+        lo, hi = (below, hi) if np.log10(lo / below) <= np.log10(above / hi) else (lo, above)
+    set_limits = axis.axes.set_ylim if axis is axis.axes.yaxis else axis.axes.set_xlim
+    set_limits(lo, hi)
+
+    def label(v, _):
+        e = int(np.floor(np.log10(v) + 1e-9))
+        m = round(v / 10.0**e)
+        # (as matplotlib's LogFormatterSciNotation writes the decades of decade_ticks: the same font)
+        return f"$\\mathdefault{{10^{{{e}}}}}$" if m == 1 else f"$\\mathdefault{{{m}\\times10^{{{e}}}}}$"
+
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_formatter(FuncFormatter(label))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def decade_ticks(axis, most=8):
@@ -512,11 +585,18 @@ def heatmap(ax, gammas, betas, z, label, diverging=False, limits=None):
         kwargs = {"cmap": cmap, "vmin": -top, "vmax": top}
     if limits is not None:
         kwargs.update(vmin=limits[0], vmax=limits[1])
+    from matplotlib.ticker import NullFormatter
+
     ax.set_xscale("log")
-    mesh = ax.pcolormesh(cell_edges(gammas, log=True), cell_edges(betas), np.ma.masked_invalid(z), shading="flat",
-                         **kwargs)
+    # β is a momentum in [0, 1): the outer cells stop at 0 and 1 (as wide as their neighbours they reached
+    # β = -0.2 or 1.1, values no run has)
+    beta_edges = np.clip(cell_edges(betas), 0.0, 1.0)
+    mesh = ax.pcolormesh(cell_edges(gammas, log=True), beta_edges, np.ma.masked_invalid(z), shading="flat", **kwargs)
     ax.figure.colorbar(mesh, ax=ax, label=label)
     ax.autoscale_view()
+    # the γ axis spans one or two decades: matplotlib then labels the minor ticks too, and their labels overlap
+    # ("3×10⁻²4×10⁻²"); the decades alone are labelled
+    ax.xaxis.set_minor_formatter(NullFormatter())
     lambda_levels(ax, gammas, betas)
     ax.set_xlabel("step size γ")
     ax.set_ylabel("momentum β")

@@ -14,7 +14,7 @@ import numpy as np
 from ..status import Status
 from . import designs
 from .common import LEGEND_FONT, converged_mask, get_sweep, mean_over_reps, put_sweep, status_counts, summarize
-from .mgd_vs_mgf import draw_against_lambda, mark_handles
+from .mgd_vs_mgf import draw_against_lambda, legend_columns, mark_handles
 
 NAME = "data-mean"
 TITLE = "Figure 9: the data mean μ, MGF(λ) and MGD against λ"
@@ -42,7 +42,7 @@ def compute(h5, size, log=print, parts="parts"):
 
 def plot(h5, fig):
     mus = sorted(float(k.split("=")[1]) for k in h5 if k.startswith("mu="))
-    marks = [False, False]
+    marks = [False, False, False]
     entries = {}  # one legend for the figure: every entry once, from whichever panel has it
     diverged = {}  # the diverged MGD runs of each μ (their (β, λ) means are not drawn), counted as mgd-vs-mgf does
     for col, mu in enumerate(mus):
@@ -63,8 +63,8 @@ def plot(h5, fig):
     handles = list(entries.values()) + mark_handles(*marks)
     title = "diverged MGD runs (their (β, λ) means not drawn): " + ", ".join(
         f"μ = {mu:g}: {n} of {total}" for mu, (n, total) in diverged.items())
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=LEGEND_FONT + 1.5,
-               title=title, title_fontsize=LEGEND_FONT + 1.5)
+    fig.legend(handles=handles, loc="outside lower center", ncols=legend_columns(len(handles)),
+               fontsize=LEGEND_FONT + 1.5, title=title, title_fontsize=LEGEND_FONT + 1.5)
 
 
 def setting(size):

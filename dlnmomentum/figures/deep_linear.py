@@ -6,11 +6,12 @@ level lines; points where a replication diverged are blank and counted. The λ m
 import numpy as np
 
 from ..status import Status
+from . import designs
 from .common import FIELD_LABELS, get_sweep, heatmap, mean_over_reps, put_sweep, run_sweep, summarize
 from .networks import explained_shares, lambda_spread
 
 NAME = "deep-linear"
-TITLE = "Figure 6: deep linear network, train and test loss after 1000 epochs over (γ, β)"
+TITLE = "Figure 6: deep linear network, train and test loss after {epochs} epochs over (γ, β)"
 SIZES = ("tiny", "quick", "full")
 FIGSIZE = (13.0, 5.0)
 WIDTHS = (30, 60, 120, 60, 1)
@@ -35,6 +36,9 @@ def compute(h5, size, log=print, parts="parts"):
     out["lambda_spread"] = {name: lambda_spread(sw, name, mask=ok) for name in ("train_loss", "test_loss")}
     out["explained_share"] = {name: explained_shares(sw, name, mask=ok) for name in ("train_loss", "test_loss")}
     log(f"  lambda spread: {out['lambda_spread']}")
+    for name, spread in out["lambda_spread"].items():
+        if "reason" in spread:
+            log(f"  lambda spread of {name} not computed: {spread['reason']}")
     log(f"  share of the variance explained by each combination: {out['explained_share']}")
     return out
 
@@ -55,4 +59,4 @@ def plot(h5, fig):
 def setting(size):
     s = SETTINGS[size]
     return {"widths": "-".join(map(str, s["widths"])), "n": 20, "d": 30, "s": 5, "mu": 1.0, "sigma": 1.0,
-            "init_std": 0.1, "epochs": s["steps"], "reps": s["reps"], "seed": f"0..{s['reps'] - 1}"}
+            "init_std": 0.1, "epochs": s["steps"], **designs.seeds(s["reps"])}

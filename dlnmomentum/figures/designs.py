@@ -52,9 +52,14 @@ def setting(size, **extra):
     """The setting line of a figure's title."""
     s = settings(size)
     out = {k: v for k, v in data_spec().items() if k != "n_test"}
-    out.update(alpha=ALPHA, reps=s["reps"], seed=f"0..{s['reps'] - 1}", stop_tol=STOP_TOL, fit_tol=FIT_TOL)
+    out.update(alpha=ALPHA, **seeds(s["reps"]), stop_tol=STOP_TOL, fit_tol=FIT_TOL)
     out.update(extra)
     return out
+
+
+def seeds(reps):
+    """The title's data sets: ``reps=2, seeds 0..1``; one data set reads ``seed 0`` (was ``reps=1, seeds 0..0``)."""
+    return {"seed": 0} if reps == 1 else {"reps": reps, "seed": f"0..{reps - 1}"}
 
 
 def mgd_grid(parts, size, log):

@@ -46,8 +46,6 @@ def compute(h5, size, log=print, parts="parts"):
 
 
 def plot(h5, fig):
-    from matplotlib.ticker import NullFormatter
-
     sw = get_sweep(h5, "mgd")
     gammas, betas = sw.coords["gamma"], sw.coords["beta"]
     G, B = np.meshgrid(gammas, betas)
@@ -65,7 +63,6 @@ def plot(h5, fig):
         heatmap(ax, gammas, betas, z, label)
         mark_points(ax, G, B, no_cross, "no sign change", marker="o", color="white")
         mark_points(ax, G, B, bad, not_converged_label(designs.FIT_TOL), marker="x", color="red")
-        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(label, fontsize=8)
     grid_legend(fig, axes[:1])
 

@@ -69,8 +69,6 @@ def compute(h5, size, log=print, parts="parts"):
 
 
 def plot(h5, fig):
-    from matplotlib.ticker import NullFormatter
-
     grid = get_sweep(h5, "mgd")
     mgf = np.asarray(h5["mgf_test_loss_on_grid"][()])
     gammas, betas = grid.coords["gamma"], grid.coords["beta"]
@@ -94,7 +92,6 @@ def plot(h5, fig):
         else:  # grey cells: no difference is drawn where MGD did not converge (white would read as MGD = MGF)
             mark_points(ax, G, B, bad, "no difference: " + not_converged_label(designs.FIT_TOL), marker="x",
                         color="0.35")
-        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(label, fontsize=8)
     grid_legend(fig, axes)
 

@@ -34,6 +34,11 @@ def _grid(m, name):
     return np.broadcast_to(np.asarray(m.coords[name], dtype=float).reshape(shape), np.shape(m["lam"]))
 
 
+#: :func:`lambda_spread` needs at least this share of the points in bins that hold two or more (else NaN, with
+#: a reason): a point alone in its bin adds nothing to the spread along the level lines, and counts for λ.
+MIN_SHARED = 0.5
+
+
 def lambda_spread(sw, field="test_loss", bins=12, mask=None, by="lam"):
     r"""How much of the variation of ``log10(field)`` over the (γ, β) grid λ (or another combination) explains.
 
@@ -44,6 +49,9 @@ def lambda_spread(sw, field="test_loss", bins=12, mask=None, by="lam"):
     ``ratio = along/across`` (small: λ governs) and ``r2 = 1 - along²/total²`` (the share of
     variance explained by λ), and the number of points used. ``by`` names another key of
     :data:`SPREAD_KEYS` to bin by instead of λ (the controls of :func:`explained_shares`).
+
+    Fewer than 3 points, or fewer than :data:`MIN_SHARED` of them in bins holding two or more: ``along``,
+    ``across``, ``ratio`` and ``r2`` are NaN and ``reason`` says why.
     """
     m = sw.mean("rep") if "rep" in sw.dims else sw
     vals = np.asarray(m[field], dtype=float)
@@ -52,11 +60,20 @@ def lambda_spread(sw, field="test_loss", bins=12, mask=None, by="lam"):
     if mask is not None:
         keep &= np.asarray(mask, dtype=bool)
     y, x = np.log10(vals[keep]), np.log10(lam[keep])
+    nan = float("nan")
     if y.size < 3:
-        nan = float("nan")
-        return {"along": nan, "across": nan, "total": nan, "ratio": nan, "r2": nan, "points": int(y.size)}
+        return {"along": nan, "across": nan, "total": nan, "ratio": nan, "r2": nan, "points": int(y.size),
+                "reason": f"{y.size} points (finite, positive): at least 3 are needed"}
     edges = np.linspace(x.min(), x.max() + 1e-12, bins + 1)
     which = np.clip(np.digitize(x, edges) - 1, 0, bins - 1)
+    counts = np.bincount(which, minlength=bins)
+    shared = int(counts[counts >= 2].sum())
+    if shared < MIN_SHARED * y.size:
+        # a point alone in its bin has no spread along λ: with (almost) every bin holding one point the spread
+        # along is 0 and λ "explains" a share 1.0 of any field (deep-linear --tiny: 9 points in 12 bins)
+        return {"along": nan, "across": nan, "total": float(y.std()), "ratio": nan, "r2": nan, "points": int(y.size),
+                "reason": f"only {shared} of {y.size} points share a bin (of {bins}) with another point; at least "
+                          f"{MIN_SHARED:.0%} must for a spread along the level lines"}
     within, means, weights = 0.0, [], []
     for b in range(bins):
         sel = which == b

@@ -176,7 +176,8 @@ def plot(h5, fig):
     xy = np.stack([g1, g2], axis=-1)
     f = 0.5 * np.einsum("...i,ij,...j->...", xy, A_, xy) - xy @ c_
     for ax in (ax_gd, ax_mgd):
-        ax.contour(g1, g2, f, levels=15, colors="0.85", linewidths=0.6)
+        # one line style: matplotlib dashes the negative levels of a one-colour contour, and f < 0 near x*
+        ax.contour(g1, g2, f, levels=15, colors="0.85", linewidths=0.6, linestyles="solid")
         ax.plot(*x0, "ko", ms=5)
         ax.plot(*x_star, "k*", ms=10)
         ax.set_xlabel("$x_1$")
@@ -190,15 +191,18 @@ def plot(h5, fig):
         at = _marker_iterates(K, speed.get(key, 1))
         a = runs[key].attrs
         marker, ms = style[key]
+        # GD (β = 0) is drawn over GF, the flow it discretises (the paper's Figure 1, left): its γ, not
+        # λ = γ/(1-β)² = γ, which in a panel titled "λ = 0" read as a contradiction
+        value = f"γ = {a['gamma']:.3g}" if float(a["beta"]) == 0 else f"λ = {a['lam']:.3g}"
         ax.plot(x[at, 0], x[at, 1], marker, ms=ms, mfc="none", color=colors[key],
-                label=f"{a['label']}, λ = {a['lam']:.3g}: $x_{{{speed.get(key, 1)}k}}$" if key in speed
-                else f"{a['label']}, λ = {a['lam']:.3g}: $x_k$")
+                label=f"{a['label']}, {value}: $x_{{{speed.get(key, 1)}k}}$" if key in speed
+                else f"{a['label']}, {value}: $x_k$")
 
     gf = h5["flows/gf/x"][()]
     ax_gd.plot(gf[:, 0], gf[:, 1], "k-", lw=1.2, label="GF (exact)")
     for key in ("gd", "gd4"):
         marked(ax_gd, key)
-    ax_gd.set_title(f"GD over GF (λ = 0): γ = {gamma:g}, {4 * K} and {K} steps", fontsize=10)
+    ax_gd.set_title(f"GD over GF (MGF at λ = 0): γ = {gamma:g}, {4 * K} and {K} steps", fontsize=10)
     ax_gd.legend(fontsize=LEGEND_FONT, loc="best", title="markers: log-spaced k ≤ K", title_fontsize=LEGEND_FONT)
 
     mgf = h5["flows/mgf/x"][()]

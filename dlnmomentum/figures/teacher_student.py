@@ -71,6 +71,8 @@ def compute(h5, size, log=print, parts="parts", spec=DEFAULT_SPEC):
     out["not_reached"] = _not_reached(sw, converged)
     log(f"  problem {spec!r}: {sp['problem']}, seed {sp['seed']}")
     log(f"  lambda spread of log10 test loss: {out['lambda_spread']}")
+    if "reason" in out["lambda_spread"]:
+        log(f"  lambda spread not computed: {out['lambda_spread']['reason']}")
     log(f"  share of its variance explained by each combination: {out['explained_share']['test_loss']}")
     log(f"  points that never reached train loss {TOL:g}: {out['not_reached']}")
     return out
