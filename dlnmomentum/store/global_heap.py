@@ -12,8 +12,9 @@ every file of this package): a collection is its signature, version 1, three res
 count, 4 reserved bytes, an L-byte object size and the data padded to a multiple of 8. An object of index > 0 takes
 ``8 + L + align8(size)`` bytes; index 0 is the free space, whose size already counts its header; fewer than
 ``8 + L`` bytes left are free space without a header. An index-0 object of size 0 never moves the walk on: the
-hang. HDF5 2.0.0 refuses (with an error) an object that runs past the collection's end; older versions read past
-it; both are reported here too.
+hang, and the only thing reported: HDF5 2.0.0 refuses (with an error) an object that runs past the collection's
+end, so that is left to it, and a walk that meets such an object stops there (a stale collection in space HDF5 freed
+and partly reused is never read by HDF5, and must not make a good file unreadable).
 """
 
 import os
@@ -54,9 +55,8 @@ def walk(block, length_size=8):
         need = head + _align8(size) if index > 0 else size
         if need == 0:
             return p, "its object header there has index 0 (free space) and size 0, on which HDF5 loops forever"
-        if need > end - p:
-            return p, (f"its object there (index {index}, {size} bytes) runs past the collection's end "
-                       f"({end} bytes)")
+        if need > end - p:  # HDF5 2.0.0 refuses it itself (an error, no hang) if it ever reads this collection;
+            return None     # and bytes a live collection does not reach (freed space) must not refuse a good file
         p += need
     return None
 
@@ -111,7 +111,7 @@ def scan(fh, total, base=0):
 
 def heap_damage(path):
     """``(collection, object, problem)`` for the first global heap collection of the file ``path`` on which HDF5's
-    reader would hang (or run off its end): the byte offsets of the collection and of the object, and what is
+    reader would hang: the byte offsets of the collection and of the object, and what is
     wrong; None when there is none, or when the file cannot be read (HDF5 then says what is wrong with it).
 
     The result is kept for the file's (device, inode, size, modification time): opening an unchanged file again
