@@ -28,6 +28,7 @@ from .errors import (  # noqa: F401 (re-exported: the package imports them from 
     StoreLockedError,
     command,
 )
+from .global_heap import heap_damage
 from .handles import locked_by_another_process, open_handles
 from .lockfile import (  # noqa: F401 (process_start, pid_alive, read_lock re-exported)
     describe_writer,
@@ -426,16 +427,36 @@ def _busy(path, what, exc):
     return StoreBusyError(f"store {path} is {what}{who}; try again in a moment (HDF5: {exc})")
 
 
+def require_walkable_heaps(path, deadline):
+    """Raise :class:`StoreCorruptError` (the file, the offset; resuming cannot repair it) when a global heap
+    collection of ``path`` would make HDF5 loop forever, uninterruptibly (:func:`.global_heap.heap_damage`): checked
+    before HDF5 opens a file. While a live writer (another process) holds the store's lock, the collection may be
+    one it is writing: waited for until ``deadline``, then :class:`StoreBusyError`."""
+    delay = 0.005
+    while (damage := heap_damage(path)) is not None:
+        heap, obj, problem = damage
+        if lock_holder(path, ignore_self=True) is None:
+            raise StoreCorruptError(f"store {path}: the HDF5 global heap collection at byte {heap} (the text of "
+                                    f"string attributes) is damaged at byte {obj}: {problem}{UNREPAIRABLE}")
+        if (delay := _backoff(deadline, delay)) is None:
+            holder = lock_holder(path, ignore_self=True)
+            who = describe_writer(holder) if holder else "another process"
+            raise StoreBusyError(f"store {path} is being written by {who}, and its HDF5 global heap collection at "
+                                 f"byte {heap} is unfinished ({problem}); try again in a moment")
+
+
 def open_h5(path, wait=READ_WAIT):
     """``(h5py.File, live)`` read-only; ``live`` when a writer has the file open in SWMR mode or died with it.
 
     Raises :class:`StoreBusyError` when a writer keeps the file in an exclusive phase for ``wait``
-    seconds, :class:`StoreCorruptError` (naming the file) when it is not a readable HDF5 file.
+    seconds, :class:`StoreCorruptError` (naming the file) when it is not a readable HDF5 file, or one on which
+    HDF5 would hang (:func:`require_walkable_heaps`).
     """
     check_readable(path)
     unlocked = superblock_version(path) in (2, 3)
     kw = {"locking": False} if unlocked else {}
     deadline, delay = time.monotonic() + wait, 0.005
+    require_walkable_heaps(path, deadline)
     while True:
         try:
             return h5py.File(path, "r", **kw), False
@@ -471,10 +492,12 @@ def open_h5_for_writing(path, wait=WRITE_WAIT, **kwargs):
     """``h5py.File(path, "r+")`` for the holder of the store's writer lock, waiting for readers.
 
     Only readers that hold an HDF5 file lock can be in the way (see above); after ``wait`` seconds
-    :class:`StoreBusyError` names the file. Other errors are raised as they are.
+    :class:`StoreBusyError` names the file. A file on which HDF5 would hang is :class:`StoreCorruptError`
+    (:func:`require_walkable_heaps`); other errors are raised as they are.
     """
     start, delay = time.monotonic(), 0.005
     deadline = start + wait
+    require_walkable_heaps(path, deadline)
     while True:
         try:
             return h5py.File(path, "r+", **kwargs)
