@@ -32,7 +32,7 @@ from .sweeps.distributed import executor_for
 from .sweeps.execute import block_size_of, check_device, run_plan, store_path
 from .sweeps.networks import is_network_sweep, resume_networks_sweep
 from .sweeps.networks import networks_sweep as _networks_sweep
-from .sweeps.plan import Plan, config_differences
+from .sweeps.plan import DEFAULT_THEORY_TOL, Plan, config_differences
 from .sweeps.plan import make_config as make_sweep_config
 from .validate import as_bool, as_float, as_int, check_log
 
@@ -246,7 +246,7 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
 
 def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, steps=None, t_max=None, reps=1,
           batch_size=None, seed=0, store=None, tol=None, progress=None, alpha=None, replace=False,
-          gradient="auto", block_size=None, theory=False, theory_tol=1e-8, resume=False, overwrite=False,
+          gradient="auto", block_size=None, theory=False, theory_tol=None, resume=False, overwrite=False,
           log=None, wave_size=None, device="cpu", client=None, scheme="auto"):
     r"""Run MGD/SMGD over a (β, γ) grid, constant-λ lines or (γ, β) pairs, or MGF(λ) over a λ line.
 
@@ -297,9 +297,9 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
         Runs per parallel block (a multiple of 8, the lanes of a SIMD group; default 8). Never changes a result bit.
     theory : bool
         Also compute ``prediction_gap`` and ``normalized_distance`` (a Newton solve per point).
-    theory_tol : float
+    theory_tol : float, optional
         Theory fields only for converged points: status ``converged``, or a final train loss
-        ``<= theory_tol`` (runs without ``tol``).
+        ``<= theory_tol`` (runs without ``tol``). Default 1e-8.
     resume : bool
         Continue an existing ``store`` with the same configuration (only missing points run).
     overwrite : bool
@@ -333,22 +333,23 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
     if isinstance(problem_or_spec, NetworkProblem) or (isinstance(problem_or_spec, dict)
                                                        and "generator" in problem_or_spec):
         # a network problem or spec: the network sweep engine (same Sweep, its own store)
-        if (lams is not None or t_max is not None or theory or gradient != "auto" or device != "cpu"
-                or client is not None or scheme != "auto" or alpha is not None or block_size is not None
-                or pairs is not None):
-            raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, pairs, theory, gradient, "
-                             "alpha, block_size, device, client or scheme); see dlnmomentum.networks_sweep")
+        if (lams is not None or t_max is not None or theory or theory_tol is not None or gradient != "auto"
+                or device != "cpu" or client is not None or scheme != "auto" or alpha is not None
+                or block_size is not None or pairs is not None):
+            raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, pairs, theory, "
+                             "theory_tol, gradient, alpha, block_size, device, client or scheme); see "
+                             "dlnmomentum.networks_sweep")
         return networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed,
                               tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
                               overwrite=overwrite, wave_size=wave_size, log=log, progress=progress)
     check_progress(progress)  # before any work
     check_log(log)
-    resume_or_overwrite(resume, overwrite)
+    resume, overwrite = resume_or_overwrite(resume, overwrite)
     alpha = DEFAULT_ALPHA if alpha is None else alpha
+    theory_tol = DEFAULT_THEORY_TOL if theory_tol is None else theory_tol
     config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
                                         seed, tol, alpha, replace, gradient, theory, theory_tol, scheme,
                                         pairs=pairs)
-    resume, overwrite = resume_or_overwrite(resume, overwrite)
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     plan = Plan(config, problem)

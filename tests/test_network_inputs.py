@@ -107,6 +107,20 @@ def test_alpha_is_refused_for_a_network(ts, alpha):
         dm.sweep(ts, gammas=[0.1], betas=[0.5], steps=5, alpha=alpha)
 
 
+@pytest.mark.parametrize("theory_tol", [5, 1e-8])
+def test_theory_tol_is_refused_for_a_network_sweep(ts, theory_tol):
+    """(A network sweep computes no theory fields: theory_tol was ignored, even 5.)"""
+    with pytest.raises(ValueError, match="theory_tol"):
+        dm.sweep(ts, gammas=[0.1], betas=[0.5], steps=5, theory_tol=theory_tol)
+
+
+def test_a_diagonal_sweep_keeps_its_theory_tol_default():
+    P = dm.sparse_regression(n=5, d=8, seed=0)
+    a = dm.sweep(P, gammas=[0.01], betas=[0.5], steps=20, theory=True)
+    b = dm.sweep(P, gammas=[0.01], betas=[0.5], steps=20, theory=True, theory_tol=1e-8)
+    assert a.config["theory_tol"] == b.config["theory_tol"] == 1e-8
+
+
 def test_diagonal_alpha_default_is_unchanged():
     P = dm.sparse_regression(n=5, d=8, seed=0)
     a, b = dm.mgd(P, 0.01, 0.5, steps=50), dm.mgd(P, 0.01, 0.5, steps=50, alpha=0.01)

@@ -14,7 +14,7 @@ from ..store.kinds import resume_or_overwrite
 from ..store.sweep_format import SweepFile
 from ..sweeps.distributed import connect
 from ..sweeps.networks import is_network_sweep
-from ..sweeps.plan import config_differences, flow_scheme
+from ..sweeps.plan import DEFAULT_THEORY_TOL, config_differences, flow_scheme
 from ..sweeps.plan import make_config as make_sweep_config
 from ..validate import as_int
 from .common import (
@@ -89,7 +89,7 @@ def _stored_arguments(config):
     kw = dict(gammas=None, betas=None, lams=None, pairs=None, steps=get("steps"), t_max=get("t_max"),
               reps=get("reps", 1), batch_size=get("batch_size"), seed=get("seed", 0), tol=get("tol"),
               alpha=get("alpha", 0.01), replace=bool(get("replace", False)), gradient=get("gradient", "auto"),
-              theory=bool(get("theory", False)), theory_tol=get("theory_tol", 1e-8),
+              theory=bool(get("theory", False)), theory_tol=get("theory_tol", DEFAULT_THEORY_TOL),
               scheme=flow_scheme(config) if config["kind"] == "mgf" else "auto")
     design = config.get("design") or ("line" if config["kind"] == "mgf" else "grid")
     if design == "pairs":
@@ -231,7 +231,7 @@ def register(subparsers):
                    "(d^2 per gradient), data X^T (X theta - y)/n (2nd), auto the cheaper of the two (default)")
     p.add_argument("--theory", action="store_true", help="compute Theorem 2's prediction gap and the "
                    "normalized distance for converged points")
-    p.add_argument("--theory-tol", type=float, default=1e-8, help="with --theory: points that end with a "
+    p.add_argument("--theory-tol", type=float, default=None, help="with --theory: points that end with a "
                    "train loss <= this count as converged (default 1e-8)")
     p.add_argument("--store", default=None, help="HDF5 file to stream the sweep to")
     p.add_argument("--resume", action="store_true",

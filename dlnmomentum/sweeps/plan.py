@@ -190,6 +190,10 @@ def _as_pairs(pairs):
     return arr[:, 0].copy(), arr[:, 1].copy()
 
 
+#: The default ``theory_tol`` of a sweep: points that end with a train loss at most this count as converged.
+DEFAULT_THEORY_TOL = 1e-8
+
+
 def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size, seed, tol, alpha,
                 replace, gradient, theory, theory_tol, scheme="auto", pairs=None):
     if isinstance(problem_or_spec, Problem):
