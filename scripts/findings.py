@@ -1,7 +1,7 @@
-"""Print the numbers of ``docs/findings.md`` from figure stores (reads the stores; computes nothing).
+"""Print the numbers of ``docs/findings.md`` from figure stores (reads the stores; runs nothing).
 
     dlnm reproduce --quick --out figures        # or --full; writes figures/<name>.h5
-    python scripts/findings.py figures [a|b|c|d|e|f|g]  # the findings, from those stores
+    python scripts/findings.py figures [a|b|c|d|e|f|g|h]  # the findings, from those stores
 
 (a) the distance to the Δ∞-only prediction after sign changes (``crossings.h5``), (b) λ against λ_central
 as the map from MGD to MGF (``lambda-collapse.h5``), (c) the small-λ formulas for Δ∞ (``mgf-lambda.h5``),
@@ -9,7 +9,9 @@ as the map from MGD to MGF (``lambda-collapse.h5``), (c) the small-λ formulas f
 ``teacher-student.h5``), (e) the teacher-student points that never reach train loss 1e-5
 (``teacher-student.h5``), (f) how far MGD and MGF(λ) are apart over the (β, γ) grid, the paper's Figure 7
 (``mgd-mgf-grid.h5``), (g) how much of the MGD grid reaches train loss 1e-8 within its step cap (``mgd-grid.h5``;
-at ``--full`` the paper's 10⁶ epochs).
+at ``--full`` the paper's 10⁶ epochs), (h) MGD against MGF(λ) where MGF's limit is beyond heavy ball's stability
+edge (``data-mean.h5``; the sharpness at a run's end from its stored θ and Δ∞ and its data set, regenerated from
+its seed: the one thing here computed rather than read).
 """
 
 import os
@@ -141,13 +143,68 @@ def finding_g(folder):
                   f"do not: {int(flat.any(axis=1).sum())} of {flat.shape[0]}")
 
 
+def _sharpness(X, theta, delta):
+    """λmax of ∇²F at an interpolator in the (u, v) a step acts on: the Hessian there is J H Jᵀ with
+    J = [diag(v); diag(u)], H = XᵀX/n, whose non-zero eigenvalues are those of H^½ diag(u² + v²) H^½, and
+    u² + v² = (w₊² + w₋²)/2 = √(4θ² + Δ²) (from w₊² − w₋² = 4θ and |w₊w₋| = Δ): stored θ and Δ∞ give it."""
+    root = np.sqrt(np.sqrt(4.0 * theta ** 2 + delta ** 2))
+    return float(np.linalg.eigvalsh((X * root).T @ (X * root) / X.shape[0])[-1])
+
+
+def finding_h(folder):
+    """MGD against MGF(λ) at the same λ on ``data-mean``'s constant-λ lines, with heavy ball's stability edge.
+
+    Heavy ball on a quadratic of curvature S is stable iff γS < 2(1 + β); ρ = γS/(2(1 + β)) at the end of a run
+    (S from the stored θ, Δ∞ and the data set of its rep, regenerated from its seed)."""
+    from dlnmomentum import sparse_regression
+
+    with _open(folder, "data-mean") as h5:
+        size = common.read_attrs(h5)[1]
+        print(f"(h) data-mean.h5 [{size}]: converged MGD (train loss <= {designs.FIT_TOL:g}) against MGF(λ), same λ "
+              "and data set; rho = gamma S / (2 (1 + beta)), S the sharpness at the end")
+        for mu in sorted((k for k in h5 if k.startswith("mu=")), key=lambda k: float(k[3:])):
+            mgd, mgf = common.get_sweep(h5, f"{mu}/mgd"), common.get_sweep(h5, f"{mu}/mgf")
+            spec, seed = mgd.config["spec"], mgd.config["seed"]
+            flams = [float(v) for v in np.asarray(mgf.coords["lam"])]
+            lams, betas = np.asarray(mgd.coords["lam"]), np.asarray(mgd.coords["beta"])
+            ok = (np.asarray(mgd.data["train_loss"]) <= designs.FIT_TOL) & mgd.done
+            rows = []
+            for r, b, k in np.argwhere(ok):
+                j = flams.index(float(lams[k]))
+                if not mgf.done[r, j] or mgf.data["status"][r, j] != Status.CONVERGED:
+                    continue
+                X = sparse_regression(**spec, seed=seed + r).X
+                gamma, beta = float(mgd.data["gamma"][r, b, k]), float(betas[b])
+                edge = 2.0 * (1.0 + beta) / gamma
+                rho_gd = _sharpness(X, mgd.data["theta"][r, b, k], mgd.data["delta_inf"][r, b, k]) / edge
+                rho_f = _sharpness(X, mgf.data["theta"][r, j], mgf.data["delta_inf"][r, j]) / edge
+                ratio = float(mgd.data["test_loss"][r, b, k] / mgf.data["test_loss"][r, j])
+                done = mgd.data["status"][r, b, k] == Status.CONVERGED
+                rows.append((rho_f, rho_gd, ratio, r, beta, gamma, done))
+            if not rows:
+                print(f"  {mu}: no run reached it with MGF(λ) converged at its λ")
+                continue
+            rows = np.array(rows)
+            sharp = rows[:, 0] > 1.0
+            print(f"  {mu}: {len(rows)} runs; MGF's limit beyond MGD's edge (rho > 1) in {int(sharp.sum())}; "
+                  f"elsewhere (rho of MGF's limit at most {rows[~sharp, 0].max():.3f}) the test-loss ratio MGD/MGF, "
+                  "min, median and max:", "; ".join(
+                      f"{label} ({int(sel.sum())}) {rows[sel, 2].min():.3g}, {np.median(rows[sel, 2]):.3g}, "
+                      f"{rows[sel, 2].max():.3g}"
+                      for label, sel in (("converged to 1e-20", ~sharp & (rows[:, 6] == 1)),
+                                         ("stopped at the cap", ~sharp & (rows[:, 6] == 0))) if sel.any()))
+            for rho_f, rho_gd, ratio, r, beta, gamma, _ in rows[sharp]:
+                print(f"    data set {int(r)}, beta {beta:g}, gamma {gamma:.4g}: rho of MGF's limit {rho_f:.3f}, of "
+                      f"MGD's end {rho_gd:.4f}; test loss {ratio:.3g}x MGF's")
+
+
 def main(argv):
     if not argv:
         sys.exit(__doc__)
     folder, which = argv[0], (argv[1:] or ["a", "b", "c", "d", "e", "f", "g"])
     for w in which:
         {"a": finding_a, "b": finding_b, "c": finding_c, "d": finding_d, "e": finding_e, "f": finding_f,
-         "g": finding_g}[w](folder)
+         "g": finding_g, "h": finding_h}[w](folder)
     return 0
 
 

@@ -170,7 +170,7 @@ def test_findings_script_prints_every_finding_from_the_stores(tiny):
     script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts", "findings.py")
     out = subprocess.run([sys.executable, script, str(tiny)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    for label in "abcdefg":
+    for label in "abcdefgh":
         assert f"({label}) " in out.stdout
     with h5py.File(tiny / "mgd-grid.h5", "r") as h5:
         loss = h5["mgd/train_loss"][...]
