@@ -17,6 +17,7 @@ import numpy as np
 from ..kernels import layout as KL
 from ..kernels import mgd as K
 from ..kernels import status as KST
+from ..runs.common import uses_hessian
 from ..runs.mgd import initial_state
 from ..validate import MAX_SEED, MAX_STEPS, as_array, as_float, as_int
 
@@ -173,9 +174,12 @@ class CudaMGDSweep:
 
         slot = {r: i for i, r in enumerate(used)}
         Xs = np.stack([p.X for p in probs])
+        # H = XᵀX/n only where the kernel reads it (the CPU engines' rule, runs.common.uses_hessian): the data and
+        # minibatch forms get a (reps, 1, 1) placeholder they never read, so wide data never forms the d × d matrix
+        # (1 × 1 rather than 0 × 0: zero-size device arrays have had copy and contiguity bugs in numba-cuda).
+        Hs = np.stack([p.hessian for p in probs]) if uses_hessian(self.mode) else np.zeros((len(probs), 1, 1))
         self._data = tuple(cuda.to_device(np.ascontiguousarray(a)) for a in (
-            Xs, np.transpose(Xs, (0, 2, 1)), np.stack([p.y for p in probs]),
-            np.stack([p.hessian for p in probs]), np.stack([p.b for p in probs])))
+            Xs, np.transpose(Xs, (0, 2, 1)), np.stack([p.y for p in probs]), Hs, np.stack([p.b for p in probs])))
         self._params = tuple(cuda.to_device(a) for a in (
             np.array([slot[r] for r in rep_of.tolist()], dtype=np.int64), gammas, betas))
         fstate, istate = initial_state(self.w_plus0, self.w_minus0, self.n_points)
