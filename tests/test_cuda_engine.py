@@ -52,7 +52,21 @@ def _wide():
     return report
 
 
-def _simulate():
+def _refused_shape(tmp):
+    """A shape the kernels cannot run (d = 513 > 512) is refused before a store is created."""
+    import dlnmomentum as dm
+
+    p = dm.Problem(np.random.default_rng(0).normal(size=(4, 513)), np.ones(4))
+    path = os.path.join(tmp, "refused.h5")
+    try:
+        dm.sweep(p, gammas=[0.1], betas=[0.5], steps=3, store=path, progress=False, device="cuda")
+        message = None
+    except ValueError as exc:
+        message = str(exc)
+    return {"message": message, "left": sorted(os.listdir(tmp))}
+
+
+def _simulate(tmp):
     import warnings
 
     warnings.simplefilter("ignore", RuntimeWarning)
@@ -60,19 +74,19 @@ def _simulate():
     from dlnmomentum.kernels import cuda_compat
 
     assert cuda_compat.SIMULATOR, "run with NUMBA_ENABLE_CUDASIM=1"
-    print(json.dumps({"wide": _wide()}))
+    print(json.dumps({"wide": _wide(), "refused_shape": _refused_shape(tmp)}))
 
 
 if __name__ == "__main__":
-    _simulate()
+    _simulate(sys.argv[1])
 
 
 @pytest.fixture(scope="module")
-def simulated():
+def simulated(tmp_path_factory):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
                PYTHONPATH=ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__)], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=600)
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), str(tmp_path_factory.mktemp("cuda"))],
+                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -85,3 +99,12 @@ def test_wide_data_uses_x_alone_and_equals_the_cpu_sweep(simulated):
     assert wide["unequal_fields"] == []
     assert wide["status"] == [2, 2]  # (max_steps: the points ran their 25 steps, none diverged)
     assert max(wide["numpy_rel"]) <= 1e-12
+
+
+def test_a_shape_the_kernels_refuse_is_refused_before_any_work(simulated):
+    """(It was refused only when the first wave started: the store had been created and a session begun, so the
+    same command on the CPU then failed with 'store exists'.)"""
+    got = simulated["refused_shape"]
+    assert got["message"] is not None and "d=513" in got["message"] and "[1, 512]" in got["message"]
+    assert "device='cpu'" in got["message"]
+    assert got["left"] == []

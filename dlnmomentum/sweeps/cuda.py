@@ -63,6 +63,19 @@ def require_cuda():
     return reason
 
 
+def check_plan(plan):
+    """Raise ValueError naming ``d``, ``n`` or ``batch_size`` when the kernels cannot run the plan's shape (d in
+    [1, 512], n in [1, 1024]), with the way out (the CPU engine runs any shape). Called by
+    :func:`.execute.check_device` before any work: a store is not created for a sweep that cannot run."""
+    from ..kernels import cuda_mgd as KC
+
+    p0 = plan.problem_for(0)  # (every rep has its shape; cached, the engine uses it next)
+    try:
+        KC.check_shape(p0.d, p0.n, int(plan.config["batch_size"] or 0))
+    except ValueError as exc:
+        raise ValueError(f"{exc}; device='cpu' runs this sweep") from None
+
+
 def _as_mode(mode, batch_size):
     if isinstance(mode, str):
         if mode not in MODES:
@@ -415,6 +428,7 @@ class CudaEngine:
             raise ValueError("device='cuda' runs discrete (gammas, betas) sweeps; flow sweeps (lams=...) run on "
                              "the CPU engine (device='cpu')")
         require_cuda()
+        check_plan(plan)  # (again here: Dask workers build engines without check_device)
         self.plan = plan
         cfg = plan.config
         p0 = plan.problem_for(0)

@@ -52,9 +52,11 @@ def check_device(device, plan=None, here=True):
             raise ValueError("device='cuda' runs discrete (gammas, betas) sweeps; flow sweeps (lams=...) run on "
                              "the CPU engine (device='cpu')")
         if here:
-            from .cuda import require_cuda
+            from .cuda import check_plan, require_cuda
 
             require_cuda()
+            if plan is not None:
+                check_plan(plan)  # (a shape the kernels refuse is refused before a store is created)
     return device
 
 
