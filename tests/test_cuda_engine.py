@@ -66,6 +66,26 @@ def _refused_shape(tmp):
     return {"message": message, "left": sorted(os.listdir(tmp))}
 
 
+def _progress_credit():
+    """Run-steps the engine reports to the progress bar for a wave whose runs all converge early."""
+    from dlnmomentum.sweeps.cuda import CudaEngine
+    from dlnmomentum.sweeps.plan import Plan, make_config
+
+    config, problem = make_config(dict(n=5, d=6, s=2, n_test=0), [0.3], [0.0, 0.5], None, 1000, None, 1, None, 0,
+                                  1e3, 0.01, False, "auto", False, 1e-8)
+    plan = Plan(config, problem)
+
+    class Bar:
+        n = 0
+
+        def update(self, k):
+            self.n += k
+
+    bar = Bar()
+    out = CudaEngine(plan).run_wave([0, 1], {"signum": None}, bar)
+    return {"credited": bar.n, "expected": 2 * 1000, "steps_done": out[3].tolist(), "status": out[2].tolist()}
+
+
 def _simulate(tmp):
     import warnings
 
@@ -74,7 +94,8 @@ def _simulate(tmp):
     from dlnmomentum.kernels import cuda_compat
 
     assert cuda_compat.SIMULATOR, "run with NUMBA_ENABLE_CUDASIM=1"
-    print(json.dumps({"wide": _wide(), "refused_shape": _refused_shape(tmp)}))
+    print(json.dumps({"wide": _wide(), "refused_shape": _refused_shape(tmp),
+                      "progress": _progress_credit()}))
 
 
 if __name__ == "__main__":
@@ -108,3 +129,12 @@ def test_a_shape_the_kernels_refuse_is_refused_before_any_work(simulated):
     assert got["message"] is not None and "d=513" in got["message"] and "[1, 512]" in got["message"]
     assert "device='cpu'" in got["message"]
     assert got["left"] == []
+
+
+def test_the_progress_bar_reaches_its_total_when_runs_end_early(simulated):
+    """The bar's total is points × steps; runs that converge (tol = 1e3: at their first iterate) are credited the
+    steps they did not need, as the CPU engine does (the bar stopped at the first chunk, 512 of 2 000, and closed
+    short)."""
+    got = simulated["progress"]
+    assert got["status"] == [1, 1] and got["steps_done"] == [0, 0]
+    assert got["credited"] == got["expected"]

@@ -472,6 +472,8 @@ class CudaEngine:
                 break
             if flag["signum"] is not None:
                 return None
+        if bar is not None and k0 < self.steps:  # every run ended early: the bar counts the steps they did not need
+            bar.update(npts * (self.steps - k0))
         return engine.state()
 
     def finish_points(self, points, outputs):
