@@ -86,6 +86,40 @@ def _progress_credit():
     return {"credited": bar.n, "expected": 2 * 1000, "steps_done": out[3].tolist(), "status": out[2].tolist()}
 
 
+def _bad_inputs():
+    """The message of each bad argument of CudaMGDSweep and of its load_state (None: accepted)."""
+    import dlnmomentum as dm
+    from dlnmomentum.sweeps import cuda as CE
+
+    p = dm.sparse_regression(n=3, d=4, s=2, n_test=0)
+    w = np.full(4, 0.1)
+    kw = dict(w_plus0=w, w_minus0=w, batch_size=2, replace=True, mode="minibatch")
+    out = {}
+
+    def attempt(name, call):
+        try:
+            call()
+            out[name] = None
+        except (TypeError, ValueError) as exc:
+            out[name] = str(exc)
+
+    for name, extra in {"warps_0": dict(warps_per_block=0), "warps_neg": dict(warps_per_block=-3),
+                        "warps_frac": dict(warps_per_block=2.5), "warps_33": dict(warps_per_block=33),
+                        "seeds_len": dict(seeds=[1, 2, 3])}.items():
+        attempt(name, lambda extra=extra: CE.CudaMGDSweep([p], [(0, 0.5, 0.1), (0, 0.0, 0.1)], 5, **kw, **extra))
+    eng = CE.CudaMGDSweep([p], [(0, 0.5, 0.1), (0, 0.0, 0.1)], 5, **kw)
+    ckpt = eng.checkpoint()
+    for name, change in {"rng_zero": ("rng", np.array([[0, 0, 0, 0], [1, 2, 3, 4]], dtype=np.uint64)),
+                         "perm_range": ("perm", np.array([[0, 1, 7], [0, 1, 2]])),
+                         "perm_repeat": ("perm", np.array([[0, 1, 1], [0, 1, 2]])),
+                         "steps_neg": ("steps_done", np.array([-1, 0])),
+                         "steps_over": ("steps_done", np.array([6, 0])),
+                         "max_steps_early": ("status", np.array([2, 0]))}.items():
+        attempt(name, lambda change=change: eng.load_state(**dict(ckpt, **{change[0]: change[1]})))
+    attempt("checkpoint_itself", lambda: eng.load_state(**ckpt))
+    return out
+
+
 def _simulate(tmp):
     import warnings
 
@@ -95,7 +129,7 @@ def _simulate(tmp):
 
     assert cuda_compat.SIMULATOR, "run with NUMBA_ENABLE_CUDASIM=1"
     print(json.dumps({"wide": _wide(), "refused_shape": _refused_shape(tmp),
-                      "progress": _progress_credit()}))
+                      "progress": _progress_credit(), "bad_inputs": _bad_inputs()}))
 
 
 if __name__ == "__main__":
@@ -138,3 +172,26 @@ def test_the_progress_bar_reaches_its_total_when_runs_end_early(simulated):
     got = simulated["progress"]
     assert got["status"] == [1, 1] and got["steps_done"] == [0, 0]
     assert got["credited"] == got["expected"]
+
+
+@pytest.mark.parametrize("case, words", [
+    ("warps_0", "warps_per_block must be an integer in [1, 32]"),
+    ("warps_neg", "warps_per_block must be an integer in [1, 32]"),
+    ("warps_frac", "warps_per_block must be an integer in [1, 32]"),
+    ("warps_33", "warps_per_block must be an integer in [1, 32]"),
+    ("seeds_len", "seeds must be one seed or one per point (2)"),
+    ("rng_zero", "rng must be a xoshiro256** state"),
+    ("perm_range", "perm must hold a permutation of 0, ..., n - 1 = 2"),
+    ("perm_repeat", "perm must hold a permutation"),
+    ("steps_neg", "steps_done must be in [0, steps=5]"),
+    ("steps_over", "steps_done must be in [0, steps=5]"),
+    ("max_steps_early", "status 2 (max_steps) means steps_done = steps = 5"),
+])
+def test_bad_engine_inputs_are_refused_naming_the_parameter(simulated, case, words):
+    """(Before: warps_per_block 0, -3, 2.5 and 33 were taken without a word, seeds of the wrong length failed in
+    NumPy's broadcasting, and load_state took an all-zero random state (the SMGD draw then never ends), rows of
+    perm that are no permutation (read out of bounds on the GPU), steps_done outside [0, steps] and a max_steps
+    point with steps left, which it ran on.)"""
+    got = simulated["bad_inputs"][case]
+    assert got is not None and words in got, got
+    assert simulated["bad_inputs"]["checkpoint_itself"] is None

@@ -174,12 +174,18 @@ class CudaMGDSweep:
         self.w_minus0 = as_array("w_minus0", w_minus0, ndim=1, shape=(d,))
         if not np.all(np.abs(self.w_plus0 * self.w_minus0) > 0):
             raise ValueError("w_plus0 and w_minus0 must be non-zero in every coordinate (balancedness > 0)")
-        seeds = np.broadcast_to(np.asarray(seeds), (self.n_points,))
+        seeds = np.asarray(seeds)
+        if seeds.ndim > 1 or (seeds.ndim == 1 and seeds.shape[0] != self.n_points):
+            raise ValueError(f"seeds must be one seed or one per point ({self.n_points}), got shape {seeds.shape}")
+        seeds = np.broadcast_to(seeds, (self.n_points,))
         # (the one seed range of validate.as_seed: a uint64 seed above 2**63 - 1 would wrap in the int64 below)
         if not np.issubdtype(seeds.dtype, np.integer) or np.any(seeds < 0) or np.any(seeds > MAX_SEED):
             raise ValueError(f"seeds must be integers in [0, {MAX_SEED}] (2**63 - 1), one or one per point")
         self.seeds = seeds.astype(np.int64)
         self.points = pts
+        # (validated here, before the simulator ignores it: 0, -3 or 2.5 were taken as 1 or 2 without a word)
+        warps_per_block = as_int("warps_per_block", warps_per_block, low=1, high=KC.MAX_WARPS_PER_BLOCK,
+                                 allow_none=True)
         self.blocks, self.threads, self.warps_per_block = KC.launch_config(
             self.n_points, d, n, self.batch_size, warps_per_block)
         self._kernel = KC.get_kernel(d, n, self.batch_size, self.mode, self.replace, self.tol is not None,
@@ -282,6 +288,10 @@ class CudaMGDSweep:
         steps_done = conv("steps_done", steps_done, (P,), np.int64)
         if np.any((status < 0) | (status > KST.DIVERGED)):
             raise ValueError("status codes must be 0 running, 1 converged, 2 max_steps or 3 diverged")
+        if np.any((steps_done < 0) | (steps_done > self.total)):
+            raise ValueError(f"steps_done must be in [0, steps={self.total}] for every point")
+        if np.any((status == KST.MAX_STEPS) & (steps_done != self.total)):  # (else it would be run on below)
+            raise ValueError(f"status 2 (max_steps) means steps_done = steps = {self.total}")
         status[status == KST.MAX_STEPS] = K.RUNNING  # the kernel stops at steps_done >= total by itself
         if rng is None or perm is None:
             if self._state is None:
@@ -291,6 +301,13 @@ class CudaMGDSweep:
             perm = old_perm if perm is None else perm
         rng = conv("rng", rng, (P, 4), np.uint64)
         perm = conv("perm", perm, (P, n), np.int64)
+        # The kernel trusts both: an all-zero xoshiro256** state draws 0 forever (the batch draw's rejection loop
+        # then never ends for n not a power of two), and a row index outside [0, n) is read out of bounds.
+        if np.any(np.all(rng == 0, axis=1)):
+            raise ValueError("rng must be a xoshiro256** state of every point: a row of four zeros is not one (it "
+                             "draws 0 forever)")
+        if not np.array_equal(np.sort(perm, axis=1), np.broadcast_to(np.arange(n), (P, n))):
+            raise ValueError(f"perm must hold a permutation of 0, ..., n - 1 = {n - 1} for every point")
         self._state = tuple(cuda.to_device(a) for a in (fstate, istate, status, steps_done, rng, perm))
 
 
