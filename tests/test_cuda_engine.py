@@ -195,3 +195,19 @@ def test_bad_engine_inputs_are_refused_naming_the_parameter(simulated, case, wor
     got = simulated["bad_inputs"][case]
     assert got is not None and words in got, got
     assert simulated["bad_inputs"]["checkpoint_itself"] is None
+
+
+def test_the_cpu_reference_state_uses_x_alone_in_the_data_form():
+    """cpu_state (the reference the GPU engine is checked against; no numba.cuda needed) takes the kernel arrays by
+    the same rule as a run: in the data form H = XᵀX/n is not formed (it took problem.padded, H included)."""
+    import dlnmomentum as dm
+    from dlnmomentum.sweeps import cuda as CE
+
+    p = dm.sparse_regression(n=4, d=40, s=3, n_test=0, seed=2)
+    w = np.full(40, 0.01)
+    fstate, _, status, steps = CE.cpu_state(p, 0.05, 0.5, 25, mode="data", w_plus0=w, w_minus0=w)
+    assert "hessian" not in p.__dict__ and "_padded_hessian" not in p.__dict__
+    theta = (fstate[0] ** 2 - fstate[1] ** 2) / 4  # (rows W_PLUS, W_MINUS)
+    ref = _heavy_ball_numpy(p, 0.05, 0.5, 25)
+    assert (status, steps) == (2, 25)
+    assert np.abs(theta - ref).max() <= 1e-12 * np.abs(ref).max()

@@ -328,7 +328,7 @@ def cpu_state(problem, gamma, beta, steps, *, mode=KL.MODE_HESSIAN, tol=None, ba
     rng = np.zeros(4, dtype=np.uint64)
     _seed_state(int(seed), 0, rng)
     perm = np.arange(problem.n, dtype=np.int64)
-    X, XT, H, b = problem.padded
+    X, XT, H, b = problem.kernel_arrays(hessian=uses_hessian(mode))  # (as MGDRun: no d × d matrix for wide data)
     no_steps = np.zeros(0, dtype=np.int64)
     status = K.RUNNING
     chunk = steps if chunk is None else max(1, int(chunk))
