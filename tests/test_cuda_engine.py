@@ -100,13 +100,16 @@ def _bad_inputs():
         try:
             call()
             out[name] = None
-        except (TypeError, ValueError) as exc:
-            out[name] = str(exc)
+        except Exception as exc:  # (the test says which kind it must be)
+            out[name] = [type(exc).__name__, str(exc)]
 
     for name, extra in {"warps_0": dict(warps_per_block=0), "warps_neg": dict(warps_per_block=-3),
                         "warps_frac": dict(warps_per_block=2.5), "warps_33": dict(warps_per_block=33),
                         "seeds_len": dict(seeds=[1, 2, 3])}.items():
         attempt(name, lambda extra=extra: CE.CudaMGDSweep([p], [(0, 0.5, 0.1), (0, 0.0, 0.1)], 5, **kw, **extra))
+    attempt("problem_type", lambda: CE.CudaMGDSweep([p.X], [(0, 0.5, 0.1)], 5, **kw))
+    huge = dm.Problem(p.X * 1e200, p.y)
+    attempt("data_scale", lambda: CE.CudaMGDSweep([huge], [(0, 0.5, 0.1)], 5, **kw))
     eng = CE.CudaMGDSweep([p], [(0, 0.5, 0.1), (0, 0.0, 0.1)], 5, **kw)
     ckpt = eng.checkpoint()
     for name, change in {"rng_zero": ("rng", np.array([[0, 0, 0, 0], [1, 2, 3, 4]], dtype=np.uint64)),
@@ -180,6 +183,8 @@ def test_the_progress_bar_reaches_its_total_when_runs_end_early(simulated):
     ("warps_frac", "warps_per_block must be an integer in [1, 32]"),
     ("warps_33", "warps_per_block must be an integer in [1, 32]"),
     ("seeds_len", "seeds must be one seed or one per point (2)"),
+    ("problem_type", "problems_by_rep[0] must be a dlnmomentum.Problem, got ndarray"),
+    ("data_scale", "X must be scaled so that XᵀX/n and Xᵀy/n are finite"),
     ("rng_zero", "rng must be a xoshiro256** state"),
     ("perm_range", "perm must hold a permutation of 0, ..., n - 1 = 2"),
     ("perm_repeat", "perm must hold a permutation"),
@@ -189,11 +194,12 @@ def test_the_progress_bar_reaches_its_total_when_runs_end_early(simulated):
 ])
 def test_bad_engine_inputs_are_refused_naming_the_parameter(simulated, case, words):
     """(Before: warps_per_block 0, -3, 2.5 and 33 were taken without a word, seeds of the wrong length failed in
-    NumPy's broadcasting, and load_state took an all-zero random state (the SMGD draw then never ends), rows of
+    NumPy's broadcasting, an array for a Problem failed on a missing attribute, data scaled past float64 (X * 1e200)
+    ran as runs that diverge, and load_state took an all-zero random state (the SMGD draw then never ends), rows of
     perm that are no permutation (read out of bounds on the GPU), steps_done outside [0, steps] and a max_steps
     point with steps left, which it ran on.)"""
     got = simulated["bad_inputs"][case]
-    assert got is not None and words in got, got
+    assert got is not None and got[0] in ("TypeError", "ValueError") and words in got[1], got
     assert simulated["bad_inputs"]["checkpoint_itself"] is None
 
 

@@ -17,9 +17,10 @@ import numpy as np
 from ..kernels import layout as KL
 from ..kernels import mgd as K
 from ..kernels import status as KST
+from ..problem import Problem
 from ..runs.common import uses_hessian
 from ..runs.mgd import initial_state
-from ..validate import MAX_SEED, MAX_STEPS, as_array, as_float, as_int
+from ..validate import MAX_SEED, MAX_STEPS, as_array, as_float, as_int, check_data_scale
 
 #: Modes by name (the kernel codes of :mod:`dlnmomentum.kernels.mgd`).
 MODES = {"hessian": KL.MODE_HESSIAN, "data": KL.MODE_DATA, "minibatch": KL.MODE_MINIBATCH}
@@ -157,6 +158,10 @@ class CudaMGDSweep:
             raise ValueError("every beta must be in [0, 1)")
         used = sorted(set(rep_of.tolist()))
         probs = [reps_available[r] for r in used]
+        for r, p in zip(used, probs, strict=True):
+            if not isinstance(p, Problem):
+                raise TypeError(f"problems_by_rep[{r}] must be a dlnmomentum.Problem, got {type(p).__name__}")
+            check_data_scale(p)  # (X * 1e200: refused by name, as the CPU runs do, not runs that "diverge")
         n, d = probs[0].n, probs[0].d
         for r, p in zip(used, probs, strict=True):
             if (p.n, p.d) != (n, d):
