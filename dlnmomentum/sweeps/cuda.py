@@ -434,6 +434,11 @@ def cpu_states(problems_by_rep, points, steps, *, batch_size=None, replace=False
             np.array([r[2] for r in res], dtype=np.int64), np.array([r[3] for r in res], dtype=np.int64))
 
 
+#: Bytes of one wave's run state on the device (and of its copy on the host): automatic waves are cut to fit, so that
+#: a sweep of many short runs is not one wave of all its points (1e6 points at d = 512 would hold 74 GB).
+WAVE_STATE_BYTES = 1 << 30
+
+
 class CudaEngine:
     """The sweep engine of ``device="cuda"``: waves of discrete points on the GPU (:class:`CudaMGDSweep`).
 
@@ -463,6 +468,12 @@ class CudaEngine:
 
     def cost_per_point(self):
         return self.steps * self.ns_per_run_step * 1e-9
+
+    def max_wave_points(self):
+        """Most points of an automatic wave: :data:`WAVE_STATE_BYTES` over one run's state (fstate, istate, the
+        permutation, the random state, status and steps)."""
+        per_point = 8 * ((KL.N_FLOAT_ROWS + KL.N_INT_ROWS) * self.d + self.n + 4 + 2)
+        return max(1, WAVE_STATE_BYTES // per_point)
 
     def run_wave(self, points, flag, bar):
         import time
