@@ -95,6 +95,8 @@ MAX_N = 1024
 SHARED_LIMIT = 48 * 1024
 #: Warps per block when the shared memory allows it (several resident runs per block).
 DEFAULT_WARPS_PER_BLOCK = 4
+#: Most warps a block may have (CUDA's limit of 1 024 threads per block).
+MAX_WARPS_PER_BLOCK = 1024 // WARP
 #: Software pipelining: the accumulator update (two IEEE divisions, compensated sums, crossings) of
 #: step k is issued after the gradient of step k+1, in one straight-line block, so that the GPU may
 #: overlap its latency with the gradient's chain of fused multiply-adds. The operations and their

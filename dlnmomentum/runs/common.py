@@ -59,6 +59,13 @@ def gradient_mode(gradient, n, d, minibatch=False):
     return KL.MODE_DATA
 
 
+def uses_hessian(mode):
+    """Whether a kernel in gradient ``mode`` reads H = XᵀX/n (the form ``Hθ - b``): the one rule of every engine
+    (single run, CPU sweep, CUDA sweep) for forming that d × d matrix. The data and minibatch forms never read it,
+    so wide data (d > 2n under ``auto``; d = 1e5 would make H 80 GB) works from X alone."""
+    return mode == KL.MODE_HESSIAN
+
+
 def gradient_cost(mode, n, d, batch_size=None):
     """Multiply-adds of one gradient in ``mode`` (chunk sizing)."""
     if mode == KL.MODE_HESSIAN:

@@ -38,6 +38,7 @@ from .common import (
     gradient_cost,
     gradient_mode,
     initial_weights,
+    uses_hessian,
 )
 
 
@@ -217,7 +218,7 @@ class MGDRun(RunStateMixin):
     def uses_hessian(self):
         """Whether the kernel takes the gradient as Hθ - b: only then is H = XᵀX/n formed and stored (d × d; the
         data and minibatch forms, for d > 2n, never need it)."""
-        return self.mode == KL.MODE_HESSIAN
+        return uses_hessian(self.mode)
 
     @property
     def kind(self):

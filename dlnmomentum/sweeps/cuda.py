@@ -17,8 +17,10 @@ import numpy as np
 from ..kernels import layout as KL
 from ..kernels import mgd as K
 from ..kernels import status as KST
+from ..problem import Problem
+from ..runs.common import uses_hessian
 from ..runs.mgd import initial_state
-from ..validate import MAX_SEED, MAX_STEPS, as_array, as_float, as_int
+from ..validate import MAX_SEED, MAX_STEPS, as_array, as_float, as_int, check_data_scale
 
 #: Modes by name (the kernel codes of :mod:`dlnmomentum.kernels.mgd`).
 MODES = {"hessian": KL.MODE_HESSIAN, "data": KL.MODE_DATA, "minibatch": KL.MODE_MINIBATCH}
@@ -60,6 +62,19 @@ def require_cuda():
     if not ok:
         raise CudaUnavailableError(f"device='cuda' was requested but the CUDA engine cannot run: {reason}")
     return reason
+
+
+def check_plan(plan):
+    """Raise ValueError naming ``d``, ``n`` or ``batch_size`` when the kernels cannot run the plan's shape (d in
+    [1, 512], n in [1, 1024]), with the way out (the CPU engine runs any shape). Called by
+    :func:`.execute.check_device` before any work: a store is not created for a sweep that cannot run."""
+    from ..kernels import cuda_mgd as KC
+
+    p0 = plan.problem_for(0)  # (every rep has its shape; cached, the engine uses it next)
+    try:
+        KC.check_shape(p0.d, p0.n, int(plan.config["batch_size"] or 0))
+    except ValueError as exc:
+        raise ValueError(f"{exc}; device='cpu' runs this sweep") from None
 
 
 def _as_mode(mode, batch_size):
@@ -143,6 +158,10 @@ class CudaMGDSweep:
             raise ValueError("every beta must be in [0, 1)")
         used = sorted(set(rep_of.tolist()))
         probs = [reps_available[r] for r in used]
+        for r, p in zip(used, probs, strict=True):
+            if not isinstance(p, Problem):
+                raise TypeError(f"problems_by_rep[{r}] must be a dlnmomentum.Problem, got {type(p).__name__}")
+            check_data_scale(p)  # (X * 1e200: refused by name, as the CPU runs do, not runs that "diverge")
         n, d = probs[0].n, probs[0].d
         for r, p in zip(used, probs, strict=True):
             if (p.n, p.d) != (n, d):
@@ -160,12 +179,18 @@ class CudaMGDSweep:
         self.w_minus0 = as_array("w_minus0", w_minus0, ndim=1, shape=(d,))
         if not np.all(np.abs(self.w_plus0 * self.w_minus0) > 0):
             raise ValueError("w_plus0 and w_minus0 must be non-zero in every coordinate (balancedness > 0)")
-        seeds = np.broadcast_to(np.asarray(seeds), (self.n_points,))
+        seeds = np.asarray(seeds)
+        if seeds.ndim > 1 or (seeds.ndim == 1 and seeds.shape[0] != self.n_points):
+            raise ValueError(f"seeds must be one seed or one per point ({self.n_points}), got shape {seeds.shape}")
+        seeds = np.broadcast_to(seeds, (self.n_points,))
         # (the one seed range of validate.as_seed: a uint64 seed above 2**63 - 1 would wrap in the int64 below)
         if not np.issubdtype(seeds.dtype, np.integer) or np.any(seeds < 0) or np.any(seeds > MAX_SEED):
             raise ValueError(f"seeds must be integers in [0, {MAX_SEED}] (2**63 - 1), one or one per point")
         self.seeds = seeds.astype(np.int64)
         self.points = pts
+        # (validated here, before the simulator ignores it: 0, -3 or 2.5 were taken as 1 or 2 without a word)
+        warps_per_block = as_int("warps_per_block", warps_per_block, low=1, high=KC.MAX_WARPS_PER_BLOCK,
+                                 allow_none=True)
         self.blocks, self.threads, self.warps_per_block = KC.launch_config(
             self.n_points, d, n, self.batch_size, warps_per_block)
         self._kernel = KC.get_kernel(d, n, self.batch_size, self.mode, self.replace, self.tol is not None,
@@ -173,9 +198,12 @@ class CudaMGDSweep:
 
         slot = {r: i for i, r in enumerate(used)}
         Xs = np.stack([p.X for p in probs])
+        # H = XᵀX/n only where the kernel reads it (the CPU engines' rule, runs.common.uses_hessian): the data and
+        # minibatch forms get a (reps, 1, 1) placeholder they never read, so wide data never forms the d × d matrix
+        # (1 × 1 rather than 0 × 0: zero-size device arrays have had copy and contiguity bugs in numba-cuda).
+        Hs = np.stack([p.hessian for p in probs]) if uses_hessian(self.mode) else np.zeros((len(probs), 1, 1))
         self._data = tuple(cuda.to_device(np.ascontiguousarray(a)) for a in (
-            Xs, np.transpose(Xs, (0, 2, 1)), np.stack([p.y for p in probs]),
-            np.stack([p.hessian for p in probs]), np.stack([p.b for p in probs])))
+            Xs, np.transpose(Xs, (0, 2, 1)), np.stack([p.y for p in probs]), Hs, np.stack([p.b for p in probs])))
         self._params = tuple(cuda.to_device(a) for a in (
             np.array([slot[r] for r in rep_of.tolist()], dtype=np.int64), gammas, betas))
         fstate, istate = initial_state(self.w_plus0, self.w_minus0, self.n_points)
@@ -265,6 +293,10 @@ class CudaMGDSweep:
         steps_done = conv("steps_done", steps_done, (P,), np.int64)
         if np.any((status < 0) | (status > KST.DIVERGED)):
             raise ValueError("status codes must be 0 running, 1 converged, 2 max_steps or 3 diverged")
+        if np.any((steps_done < 0) | (steps_done > self.total)):
+            raise ValueError(f"steps_done must be in [0, steps={self.total}] for every point")
+        if np.any((status == KST.MAX_STEPS) & (steps_done != self.total)):  # (else it would be run on below)
+            raise ValueError(f"status 2 (max_steps) means steps_done = steps = {self.total}")
         status[status == KST.MAX_STEPS] = K.RUNNING  # the kernel stops at steps_done >= total by itself
         if rng is None or perm is None:
             if self._state is None:
@@ -274,6 +306,13 @@ class CudaMGDSweep:
             perm = old_perm if perm is None else perm
         rng = conv("rng", rng, (P, 4), np.uint64)
         perm = conv("perm", perm, (P, n), np.int64)
+        # The kernel trusts both: an all-zero xoshiro256** state draws 0 forever (the batch draw's rejection loop
+        # then never ends for n not a power of two), and a row index outside [0, n) is read out of bounds.
+        if np.any(np.all(rng == 0, axis=1)):
+            raise ValueError("rng must be a xoshiro256** state of every point: a row of four zeros is not one (it "
+                             "draws 0 forever)")
+        if not np.array_equal(np.sort(perm, axis=1), np.broadcast_to(np.arange(n), (P, n))):
+            raise ValueError(f"perm must hold a permutation of 0, ..., n - 1 = {n - 1} for every point")
         self._state = tuple(cuda.to_device(a) for a in (fstate, istate, status, steps_done, rng, perm))
 
 
@@ -294,7 +333,7 @@ def cpu_state(problem, gamma, beta, steps, *, mode=KL.MODE_HESSIAN, tol=None, ba
     rng = np.zeros(4, dtype=np.uint64)
     _seed_state(int(seed), 0, rng)
     perm = np.arange(problem.n, dtype=np.int64)
-    X, XT, H, b = problem.padded
+    X, XT, H, b = problem.kernel_arrays(hessian=uses_hessian(mode))  # (as MGDRun: no d × d matrix for wide data)
     no_steps = np.zeros(0, dtype=np.int64)
     status = K.RUNNING
     chunk = steps if chunk is None else max(1, int(chunk))
@@ -395,6 +434,11 @@ def cpu_states(problems_by_rep, points, steps, *, batch_size=None, replace=False
             np.array([r[2] for r in res], dtype=np.int64), np.array([r[3] for r in res], dtype=np.int64))
 
 
+#: Bytes of one wave's run state on the device (and of its copy on the host): automatic waves are cut to fit, so that
+#: a sweep of many short runs is not one wave of all its points (1e6 points at d = 512 would hold 74 GB).
+WAVE_STATE_BYTES = 1 << 30
+
+
 class CudaEngine:
     """The sweep engine of ``device="cuda"``: waves of discrete points on the GPU (:class:`CudaMGDSweep`).
 
@@ -411,6 +455,7 @@ class CudaEngine:
             raise ValueError("device='cuda' runs discrete (gammas, betas) sweeps; flow sweeps (lams=...) run on "
                              "the CPU engine (device='cpu')")
         require_cuda()
+        check_plan(plan)  # (again here: Dask workers build engines without check_device)
         self.plan = plan
         cfg = plan.config
         p0 = plan.problem_for(0)
@@ -423,6 +468,12 @@ class CudaEngine:
 
     def cost_per_point(self):
         return self.steps * self.ns_per_run_step * 1e-9
+
+    def max_wave_points(self):
+        """Most points of an automatic wave: :data:`WAVE_STATE_BYTES` over one run's state (fstate, istate, the
+        permutation, the random state, status and steps)."""
+        per_point = 8 * ((KL.N_FLOAT_ROWS + KL.N_INT_ROWS) * self.d + self.n + 4 + 2)
+        return max(1, WAVE_STATE_BYTES // per_point)
 
     def run_wave(self, points, flag, bar):
         import time
@@ -454,6 +505,8 @@ class CudaEngine:
                 break
             if flag["signum"] is not None:
                 return None
+        if bar is not None and k0 < self.steps:  # every run ended early: the bar counts the steps they did not need
+            bar.update(npts * (self.steps - k0))
         return engine.state()
 
     def finish_points(self, points, outputs):

@@ -52,9 +52,11 @@ def check_device(device, plan=None, here=True):
             raise ValueError("device='cuda' runs discrete (gammas, betas) sweeps; flow sweeps (lams=...) run on "
                              "the CPU engine (device='cpu')")
         if here:
-            from .cuda import require_cuda
+            from .cuda import check_plan, require_cuda
 
             require_cuda()
+            if plan is not None:
+                check_plan(plan)  # (a shape the kernels refuse is refused before a store is created)
     return device
 
 
@@ -78,6 +80,9 @@ def waves(plan, pending, engine, block_size, wave_size=None):
     unit = block_size * nthreads
     per_point = max(engine.cost_per_point(), 1e-9)
     size = max(2 * unit, int(WAVE_SECONDS * nthreads / per_point) // unit * unit)
+    cap = getattr(engine, "max_wave_points", None)  # (an engine whose waves must fit a memory: the GPU's)
+    if cap is not None:
+        size = max(unit, min(size, cap() // unit * unit))
     # balance: equal waves, each a multiple of the per-thread unit where possible
     n = len(pending)
     nwaves = max(1, math.ceil(n / size))

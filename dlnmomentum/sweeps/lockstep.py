@@ -15,7 +15,7 @@ import numpy as np
 from ..kernels import layout as KL
 from ..kernels import sweep as KS
 from ..kernels.layout import round_up
-from ..runs.common import gradient_mode, initial_weights
+from ..runs.common import gradient_mode, initial_weights, uses_hessian
 from ..runs.points import mgd_point
 
 #: Target wall-clock seconds of one kernel call (progress and Ctrl-C granularity).
@@ -66,7 +66,7 @@ class LockstepEngine:
             npad, dpad = round_up(n, KS.TILE), round_up(d, KS.TILE)
             X = np.zeros((npad, dpad))
             X[:n, :d] = p.X
-            if self.mode == KL.MODE_HESSIAN:
+            if uses_hessian(self.mode):
                 H = np.zeros((dpad, dpad))
                 H[:d, :d] = p.hessian
             else:  # (the lanes read H only in the Hessian form: d × d is never formed for wide data)
