@@ -355,16 +355,17 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
                         distributed.wait(list(inflight), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
                 except TimeoutError:
                     pass
-                if flag["signum"] is not None:
-                    interrupted = True
-                    break
+                # a stop request ends the sweep after the blocks already back are written (their points are
+                # computed: dropping them would compute them again on --resume); no new block is submitted
+                stopping = flag["signum"] is not None
                 ended = [f for f in inflight if f.status in ("finished", "error", "cancelled")]
                 finished = [f for f in ended if f.status == "finished"]
                 for fut in ended:
                     points = inflight.pop(fut)
                     if fut.status != "finished":
                         failures.append((fut, points))
-                submit()  # the workers go on while this process writes
+                if not stopping:
+                    submit()  # the workers go on while this process writes
                 batch_points, batch_results = [], []
                 for points, results, _ in (client.gather(finished) if finished else []):
                     fresh = [(p, r) for p, r in zip(points, results, strict=True) if not done.flat[p]]
@@ -381,6 +382,9 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
                         bar.update(len(batch_points))
                     if log is not None:
                         log(f"wrote {written}/{pending.size} pending points ({int(done.sum())}/{done.size} done)")
+                if stopping:
+                    interrupted = True
+                    break
     except KeyboardInterrupt:
         interrupted = True
     except StoreBusyError as exc:  # another program holds an HDF5 lock on the store: say how to go on
@@ -397,7 +401,8 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
             client.cancel(list(inflight))
     if failures and not interrupted:
         raise _failed(plan, store, done, failures, pkey, device, queue)
-    return data, done, interrupted
+    # a stop request that came with the last points is no interruption: the sweep is complete (as in execute)
+    return data, done, interrupted and not done.all()
 
 
 def _lost(client, store, done, exc):
