@@ -25,7 +25,8 @@ How it runs
   handle ever crosses a process boundary) and writes each batch of finished blocks as a wave
   (:meth:`~dlnmomentum.store.sweep_format.SweepFile.write_points`: points first, then the ``done``
   mask). A client killed at any moment leaves a store that ``resume=True`` (``dlnm sweep --resume``)
-  continues with only the missing points; a point is written once per session.
+  continues with only the missing points; a point is written once per session. Ctrl-C or SIGTERM stops the
+  sweep after the blocks already back are written (blocks still on the workers are cancelled).
 * A block whose task fails :data:`RETRIES` + 1 times (or whose workers die more often than the
   scheduler's ``distributed.scheduler.allowed-failures``) is reported by :class:`BlockFailedError`,
   naming it, after every other block has been written (new blocks stop after :data:`MAX_FAILED_BLOCKS`
