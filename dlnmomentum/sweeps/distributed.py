@@ -301,9 +301,17 @@ def run_block(payload, points, device, block_size):
 
 # -- on the client ------------------------------------------------------------------------------------
 
-def _hosts(client):
+def _hosts(client, store=None, done=None):
     """host -> worker processes, of the workers now connected (waits for a first one)."""
-    client.wait_for_workers(1, timeout=CONNECT_SECONDS)
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_SECONDS)
+    except TimeoutError as exc:  # Dask's own words ("Only 0/1 workers arrived after 60") say neither why nor how on
+        address = client.scheduler.address
+        kept = (f"; the {int(done.sum())}/{done.size} points done are in the store {store.path}: continue with "
+                f"`{command('sweep', '--store', store.path, '--resume')}` (dlnmomentum.resume_sweep)"
+                if store is not None else "")
+        raise TimeoutError(f"no Dask worker joined the scheduler at {address} within {CONNECT_SECONDS:g} s: start "
+                           f"workers with `dask worker {address}`{kept}") from exc
     workers = client.scheduler_info(n_workers=-1)["workers"]
     hosts = collections.Counter(str(w.get("host")) for w in workers.values())
     return dict(hosts), sum(int(w.get("nthreads", 1)) for w in workers.values()), len(workers)
@@ -321,7 +329,7 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
     pending = np.flatnonzero(~done.ravel())
     if pending.size == 0:
         return data, done, False
-    hosts, nthreads, nworkers = _hosts(client)
+    hosts, nthreads, nworkers = _hosts(client, store, done)
     blocks = task_blocks(plan, pending, nworkers, block_size, device, wave_size)
     pkey = plan_key(plan)
     config_json = json.dumps(to_jsonable({k: v for k, v in plan.config.items() if k != "sessions"}))
