@@ -269,3 +269,30 @@ def test_a_failing_block_is_named_and_the_store_kept(client, tmp_path):
                  device="cuda", wave_size=8)
     assert "dlnm sweep --store" in str(info.value) and info.value.points.size == 8
     assert os.path.exists(path) and int(dm.open_sweep(path).done.sum()) == 0
+
+
+def test_a_stop_request_writes_the_blocks_already_back(client, reference, tmp_path):
+    """Ctrl-C while blocks are finished but not yet written: they are written before the sweep stops (dropping
+    them would compute them again on --resume), and a stop that comes with the last points is no interruption."""
+    from signal_helpers import sigint_default
+
+    wait_workers(client)
+    path = str(tmp_path / "cluster.h5")
+    state = {}
+
+    def log(line):
+        if state or not line.startswith("wrote"):
+            return
+        state["first"] = int(re.match(r"wrote (\d+)/", line).group(1))
+        os.kill(os.getpid(), signal.SIGINT)  # the sweep's handler sets its stop flag
+        deadline = time.monotonic() + TIMEOUT  # every block (4 of 32 points: all in flight) ends on the workers
+        while any(str(k).startswith("dlnm-block-") for keys in client.processing().values() for k in keys):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(1.0)  # (their results reach this client)
+
+    with sigint_default():
+        result = dm.sweep(SPEC, **GRID, store=path, client=client, wave_size=32, log=log)
+    assert state["first"] < NPOINTS, "the first write was the whole sweep"
+    assert result.complete and not result.interrupted
+    assert_same_store(reference, path)

@@ -213,3 +213,35 @@ def test_a_run_store_names_its_status_codes(tmp_path):
         assert int(status) == dm.Status.MAX_STEPS
         assert list(status.attrs["flag_values"]) == [int(s) for s in dm.Status]
         assert status.attrs["flag_meanings"].split() == [s.label for s in dm.Status]
+
+
+@pytest.mark.parametrize("design", ["grid", "network"])
+def test_a_partial_sweep_says_its_points_not_done(stored, design):
+    """A sweep with points not done: to_xarray and mean("rep") say so (a warning naming the count), and in the
+    Dataset a point not done has status/theory_reason 'not_done', not the fill 0 ('running' / 'computed')."""
+    import warnings
+
+    live, _ = stored[design]
+    done = np.ones(live.shape, dtype=bool)
+    done[1, 1] = False  # rep 1, beta 0.5: not done
+    data = {name: np.array(arr, copy=True) for name, arr in live.data.items()}
+    for name, arr in data.items():  # as a store holds them: the fill of each dtype
+        if name not in ("gamma", "beta", "lam"):
+            arr[1, 1] = np.nan if arr.dtype.kind == "f" else 0
+    partial = dm.Sweep(live.dims, live.coords, data, done, live.config, path="partial.h5")
+    left = int((~done).sum())
+    with pytest.warns(UserWarning, match=rf"partial sweep: {left} of {done.size} points are not done"):
+        ds = partial.to_xarray()
+    for field in ("status", "theory_reason") if design == "grid" else ("status",):
+        var = ds[field]
+        meanings = dict(zip(var.attrs["flag_values"].tolist(), var.attrs["flag_meanings"].split(), strict=True))
+        names = np.vectorize(meanings.get)(var.values)
+        assert set(names[~done].ravel()) == {"not_done"}
+        np.testing.assert_array_equal(names[done], partial.names(field)[done])
+    with pytest.warns(UserWarning, match=r"mean over rep of a partial sweep: 2 of 4 means are NaN"):
+        mean = partial.mean("rep")
+    assert np.isnan(mean.test_loss[1]).all() and not mean.done[1].any() and mean.done[0].all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a complete sweep: no warning
+        live.to_xarray()
+        live.mean("rep")

@@ -25,7 +25,8 @@ How it runs
   handle ever crosses a process boundary) and writes each batch of finished blocks as a wave
   (:meth:`~dlnmomentum.store.sweep_format.SweepFile.write_points`: points first, then the ``done``
   mask). A client killed at any moment leaves a store that ``resume=True`` (``dlnm sweep --resume``)
-  continues with only the missing points; a point is written once per session.
+  continues with only the missing points; a point is written once per session. Ctrl-C or SIGTERM stops the
+  sweep after the blocks already back are written (blocks still on the workers are cancelled).
 * A block whose task fails :data:`RETRIES` + 1 times (or whose workers die more often than the
   scheduler's ``distributed.scheduler.allowed-failures``) is reported by :class:`BlockFailedError`,
   naming it, after every other block has been written (new blocks stop after :data:`MAX_FAILED_BLOCKS`
@@ -300,9 +301,17 @@ def run_block(payload, points, device, block_size):
 
 # -- on the client ------------------------------------------------------------------------------------
 
-def _hosts(client):
+def _hosts(client, store=None, done=None):
     """host -> worker processes, of the workers now connected (waits for a first one)."""
-    client.wait_for_workers(1, timeout=CONNECT_SECONDS)
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_SECONDS)
+    except TimeoutError as exc:  # Dask's own words ("Only 0/1 workers arrived after 60") say neither why nor how on
+        address = client.scheduler.address
+        kept = (f"; the {int(done.sum())}/{done.size} points done are in the store {store.path}: continue with "
+                f"`{command('sweep', '--store', store.path, '--resume')}` (dlnmomentum.resume_sweep)"
+                if store is not None else "")
+        raise TimeoutError(f"no Dask worker joined the scheduler at {address} within {CONNECT_SECONDS:g} s: start "
+                           f"workers with `dask worker {address}`{kept}") from exc
     workers = client.scheduler_info(n_workers=-1)["workers"]
     hosts = collections.Counter(str(w.get("host")) for w in workers.values())
     return dict(hosts), sum(int(w.get("nthreads", 1)) for w in workers.values()), len(workers)
@@ -320,7 +329,7 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
     pending = np.flatnonzero(~done.ravel())
     if pending.size == 0:
         return data, done, False
-    hosts, nthreads, nworkers = _hosts(client)
+    hosts, nthreads, nworkers = _hosts(client, store, done)
     blocks = task_blocks(plan, pending, nworkers, block_size, device, wave_size)
     pkey = plan_key(plan)
     config_json = json.dumps(to_jsonable({k: v for k, v in plan.config.items() if k != "sessions"}))
@@ -355,16 +364,17 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
                         distributed.wait(list(inflight), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED")
                 except TimeoutError:
                     pass
-                if flag["signum"] is not None:
-                    interrupted = True
-                    break
+                # a stop request ends the sweep after the blocks already back are written (their points are
+                # computed: dropping them would compute them again on --resume); no new block is submitted
+                stopping = flag["signum"] is not None
                 ended = [f for f in inflight if f.status in ("finished", "error", "cancelled")]
                 finished = [f for f in ended if f.status == "finished"]
                 for fut in ended:
                     points = inflight.pop(fut)
                     if fut.status != "finished":
                         failures.append((fut, points))
-                submit()  # the workers go on while this process writes
+                if not stopping:
+                    submit()  # the workers go on while this process writes
                 batch_points, batch_results = [], []
                 for points, results, _ in (client.gather(finished) if finished else []):
                     fresh = [(p, r) for p, r in zip(points, results, strict=True) if not done.flat[p]]
@@ -381,6 +391,9 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
                         bar.update(len(batch_points))
                     if log is not None:
                         log(f"wrote {written}/{pending.size} pending points ({int(done.sum())}/{done.size} done)")
+                if stopping:
+                    interrupted = True
+                    break
     except KeyboardInterrupt:
         interrupted = True
     except StoreBusyError as exc:  # another program holds an HDF5 lock on the store: say how to go on
@@ -397,7 +410,8 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
             client.cancel(list(inflight))
     if failures and not interrupted:
         raise _failed(plan, store, done, failures, pkey, device, queue)
-    return data, done, interrupted
+    # a stop request that came with the last points is no interruption: the sweep is complete (as in execute)
+    return data, done, interrupted and not done.all()
 
 
 def _lost(client, store, done, exc):

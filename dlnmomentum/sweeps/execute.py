@@ -7,6 +7,7 @@ finished wave and resumes with only the missing points.
 
 import math
 import os
+import warnings
 
 import numpy as np
 
@@ -126,6 +127,9 @@ def begin(plan, store):
     session = 1
     if store is not None:
         sdata, sdone, _, stored = store.read(plan, repair=True)
+        if store.repaired:  # points done before, lost to damaged chunks: computed again, and said so
+            warnings.warn(f"sweep store {store.path}: {store.repaired} points were in damaged chunks (checksum "
+                          "failed); they are computed again", RuntimeWarning, stacklevel=4)
         for name in FIELDS:
             data[name] = sdata[name]
         done = sdone.copy()

@@ -9,6 +9,10 @@ from ..runs.points import CODED_FIELDS, TheoryReason, code_names, field_descript
 from ..status import Status
 from ..store.files import to_jsonable
 
+#: The code of a point not done in the coded fields of :meth:`Sweep.to_xarray` (the store holds 0 there, which is
+#: status ``running`` and theory_reason ``computed``).
+NOT_DONE = -1
+
 # The labelled result
 # ---------------------------------------------------------------------------------------------------
 
@@ -102,12 +106,17 @@ class Sweep:
         Float fields are averaged (``skipna``: ignoring NaN, e.g. diverged points); ``crossed``
         becomes the fraction of crossed runs, ``steps_done`` the mean; the coded fields ``status`` and
         ``theory_reason`` are dropped (a mean of codes names nothing).
-        Only points done along the whole reduced axis are reported (NaN elsewhere).
+        Only points done along the whole reduced axis are reported (NaN elsewhere, with a ``UserWarning``
+        saying how many).
         """
         if dim not in self.dims:
             raise ValueError(f"dim must be one of {self.dims}, got {dim!r}")
         axis = self.dims.index(dim)
         done = self.done.all(axis=axis)
+        if not done.all():  # a NaN mean of a point not done is no result: say so
+            warnings.warn(f"mean over {dim} of a partial sweep: {int(done.size - done.sum())} of {done.size} means "
+                          f"are NaN because some point along {dim} is not done ({self._not_done_text()}); the "
+                          "result's done marks the means computed", UserWarning, stacklevel=2)
         out = {}
         for name, arr in self.data.items():
             if name in CODED_FIELDS:
@@ -130,9 +139,19 @@ class Sweep:
         grid) is its coordinate; the others (``lam`` of a (β, γ) grid, ``gamma`` and ``beta`` of pairs) are
         variables over the grid. The coded fields (``status``, ``theory_reason``) carry the CF attributes
         ``flag_values`` and ``flag_meanings``: the name of every code.
+
+        A partial sweep (points not done) gives a ``UserWarning`` saying how many; its points not done hold NaN in
+        the float fields, 0 in the integer ones and the code -1 ``not_done`` in the coded fields (whose 0 would
+        read ``running`` / ``computed``); the variable ``done`` marks the points computed.
         """
         import xarray as xr
 
+        partial = not self.complete
+        if partial:  # NaN, 0 and the codes of points never computed are no results: say so
+            warnings.warn(f"to_xarray of a partial sweep: {self._not_done_text()}; in the Dataset their float "
+                          f"fields are NaN, their integer fields 0, their {' and '.join(CODED_FIELDS)} the code "
+                          f"{NOT_DONE} 'not_done'; its variable done marks the points computed "
+                          "(ds.where(ds.done))", UserWarning, stacklevel=2)
         variables = {}
         for name, arr in self.data.items():
             if name in self.dims:  # a parameter that is a dim: its coordinate holds it
@@ -140,11 +159,23 @@ class Sweep:
             dims = self.dims + (("coord",) if np.ndim(arr) == len(self.dims) + 1 else ())
             arr = np.asarray(arr)
             attrs = {"description": field_description(name), **flag_attributes(name, arr.dtype)}
+            if partial and name in CODED_FIELDS:
+                # the fill 0 of a point not done is a code (status 'running', theory_reason 'computed'): a
+                # point not done gets the code of its own name instead, as names() says
+                arr = np.where(self.done, arr, np.asarray(NOT_DONE, dtype=arr.dtype))
+                attrs["flag_values"] = np.concatenate([np.asarray([NOT_DONE], dtype=arr.dtype),
+                                                       attrs["flag_values"]])
+                attrs["flag_meanings"] = "not_done " + attrs["flag_meanings"]
             variables[name] = xr.Variable(dims, arr, attrs)
         variables["done"] = xr.Variable(self.dims, self.done)
         coords = {k: v for k, v in self.coords.items() if k in self.dims or k == "coord"}
         attrs = {"kind": "sweep", "config": json.dumps(to_jsonable(self.config))}
         return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+    def _not_done_text(self):
+        left = int(self.done.size - self.done.sum())
+        where = f" ({self.path}: continue it with dlnmomentum.resume_sweep)" if self.path else ""
+        return f"{left} of {self.done.size} points are not done{where}"
 
     def summary(self):
         """A few lines describing the sweep (the ``dlnm inspect`` text)."""

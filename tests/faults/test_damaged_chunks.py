@@ -138,3 +138,17 @@ def test_damaged_sweep_chunks_are_named_and_computed_again(tmp_path, fresh_sweep
     stored = dm.open_sweep(path)
     for name in FIELDS:
         assert np.array_equal(stored[name], fresh_sweep[name], equal_nan=True), name
+
+
+def test_a_resume_says_how_many_points_damaged_chunks_lost(tmp_path):
+    """The points of a damaged chunk are computed again by a resume, and the resume says so (as a network sweep's
+    does): before, a complete store with a damaged chunk started a session of recomputation without a word."""
+    path = tmp_path / "g.h5"
+    dm.sweep(SMALL, **SWEEP, store=path)
+    damage(path, "test_loss", chunk=5)  # one chunk: one line of the last grid axis, 8 gammas
+    with pytest.warns(RuntimeWarning, match=r"g.h5: 8 points were in damaged chunks \(checksum failed\); they are "
+                                             "computed again"):
+        assert dm.resume_sweep(path, progress=False).complete
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second resume finds nothing to repair
+        dm.resume_sweep(path, progress=False)

@@ -8,6 +8,7 @@ kept in the store or of ``--resume``, which continues the sweep.
 
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -135,3 +136,24 @@ def test_a_scheduler_that_dies_mid_sweep_is_a_message_with_the_next_step(tmp_pat
     assert stored.complete
     for name in FIELDS:
         assert np.array_equal(stored[name], fresh[name], equal_nan=True), name
+
+
+def test_a_scheduler_without_workers_says_to_start_them(tmp_path, monkeypatch):
+    """A scheduler that no worker joins: after the wait, a TimeoutError that says so, how to start workers and what
+    the store keeps. Before: Dask's "Only 0/1 workers arrived after 60", nothing more."""
+    import logging
+
+    import distributed
+
+    from dlnmomentum.sweeps import distributed as D
+
+    monkeypatch.setattr(D, "CONNECT_SECONDS", 1.0)
+    path = str(tmp_path / "grid.h5")
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None,
+                                  silence_logs=logging.CRITICAL) as cluster, distributed.Client(cluster) as client:
+        address = re.escape(client.scheduler.address)
+        with pytest.raises(TimeoutError, match=rf"no Dask worker joined the scheduler at {address} within 1 s: start "
+                                               rf"workers with `dask worker {address}`; the 0/2 points done are in "
+                                               rf"the store .*grid.h5: continue with `dlnm sweep --store .*--resume`"):
+            dm.sweep(DATA, gammas=[0.01, 0.02], betas=[0.0], steps=10, store=path, client=client)
+    assert dm.open_sweep(path).done.sum() == 0
