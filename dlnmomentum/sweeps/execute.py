@@ -165,7 +165,11 @@ def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"
                 outputs = engine.run_wave(wave, flag, bar)
                 if outputs is None:
                     interrupted = True
-                    break
+                    # the points of the wave that had ended are results: written, not computed again on resume
+                    finished = getattr(engine, "take_finished", lambda: None)()
+                    if finished is None:
+                        break
+                    wave, outputs = finished
                 results = engine.finish_points(wave, outputs)
                 if store is not None:
                     store.write_points(plan, wave, results, session)
@@ -173,7 +177,7 @@ def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"
                 written += len(wave)
                 if log is not None:
                     log(f"wrote {written}/{len(pending)} pending points ({int(done.sum())}/{done.size} done)")
-                if flag["signum"] is not None:
+                if interrupted or flag["signum"] is not None:
                     interrupted = True
                     break
     except KeyboardInterrupt:

@@ -30,6 +30,7 @@ class FlowEngine:
         self.block_size = block_size
         self.seconds_per_step = None
         self._runs = {}
+        self._finished = None  # (points, outputs) that ended before a stop request cut their wave short
 
     def run_for(self, p):
         """The :class:`~dlnmomentum.runs.flow.FlowRun` of point ``p`` (validated like ``mgf``; cached)."""
@@ -59,9 +60,17 @@ class FlowEngine:
         runs = [self.run_for(p) for p in points]
         reps = [int(np.unravel_index(p, self.plan.shape)[0]) for p in points]
         statuses = _flow_batch(runs, reps, flag, bar, self)
-        if statuses is None:
+        if any(s is None for s in statuses):  # interrupted: the points that ended are kept for take_finished
+            ended = [k for k, s in enumerate(statuses) if s is not None]
+            self._finished = ([points[k] for k in ended], ([runs[k] for k in ended], [statuses[k] for k in ended]))
             return None
         return runs, statuses
+
+    def take_finished(self):
+        """``(points, outputs)`` of the runs of an interrupted wave that had ended (for :meth:`finish_points`), or
+        None: an adaptive wave can hold minutes of finished runs, which a stop request should not throw away."""
+        finished, self._finished = self._finished, None
+        return finished if finished is not None and finished[0] else None
 
     def finish_points(self, points, outputs):
         runs, statuses = outputs
@@ -104,29 +113,28 @@ ADAPTIVE_STEPS_GUESS = 3000
 
 
 def _flow_batch(runs, reps, flag, bar, engine):
-    """Advance every run to its end; returns public statuses, or None if interrupted.
+    """Advance every run to its end; returns public statuses, None for the runs a stop request left unfinished.
 
     The runs are grouped by scheme (a lockstep group holds lanes of one scheme): the RK4 runs,
     then the exponential ones, each by :func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk`
     with that scheme's code (:func:`_scheme_batch`), then the adaptive ones (:func:`_adaptive_batch`).
     """
-    statuses = [Status.MAX_STEPS] * len(runs)
+    statuses = [None] * len(runs)
     adaptive = [i for i, run in enumerate(runs) if run.config.scheme not in KR.SCHEMES]
+    stopped = False  # (after a stop request no further scheme's runs start)
     if adaptive:
         got = _adaptive_batch([runs[i] for i in adaptive], flag, bar)
-        if got is None:
-            return None
         for i, status in zip(adaptive, got, strict=True):
             statuses[i] = status
+        stopped = any(s is None for s in got)
     for scheme, code in KR.SCHEMES.items():
         members = [i for i, run in enumerate(runs) if run.config.scheme == scheme]
-        if not members:
+        if not members or stopped:
             continue
         got = _scheme_batch([runs[i] for i in members], [reps[i] for i in members], flag, bar, engine, code)
-        if got is None:
-            return None
         for i, status in zip(members, got, strict=True):
             statuses[i] = status
+        stopped = any(s is None for s in got)
     return statuses
 
 
@@ -135,7 +143,7 @@ def _adaptive_batch(runs, flag, bar):
 
     Every run is driven exactly as :func:`dlnmomentum.driver.drive` drives a single run (no records: a
     sweep keeps the point fields), so each point is its single run bit for bit; ``flag`` (a stop
-    request) is read between chunks. Returns public statuses, or None if interrupted.
+    request) is read between chunks. Returns public statuses, None for the runs it stopped.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -156,12 +164,12 @@ def _adaptive_batch(runs, flag, bar):
     for run in runs:  # a sweep records no rows: every record is owed and none is written
         run.schedule = run.schedule[:0]
     with ThreadPoolExecutor(max_workers=max(1, min(threads(), len(runs)))) as pool:
-        statuses = list(pool.map(advance, runs))
-    return None if any(s is None for s in statuses) else statuses
+        return list(pool.map(advance, runs))
 
 
 def _scheme_batch(runs, reps, flag, bar, engine, scheme):
-    """Advance runs of one scheme to their end in lockstep groups; public statuses, or None if interrupted.
+    """Advance runs of one scheme to their end in lockstep groups; public statuses, None for the runs a stop
+    request left unfinished.
 
     :func:`~dlnmomentum.kernels.flow_sweep._flow_sweep_chunk` with the ``scheme`` code advances
     groups of up to ``LANES`` runs on one data set stage by stage (gradients of all lanes at once),
@@ -244,13 +252,13 @@ def _scheme_batch(runs, reps, flag, bar, engine, scheme):
             run = runs[i]
             run.fstate[...], run.istate[...], run.counters[...] = F[k], I[k], C[k]
             run.log_time[...], run.log_coord[...], run.log_sign[...] = LOG_T[k], LOG_C[k], LOG_S[k]
-    if interrupted:
-        return None
     statuses = [Status.MAX_STEPS] * len(runs)
     for k in range(nl):
         i = lane_of[k]
         if i >= 0 and codes[k] != Status.RUNNING:
             statuses[i] = Status(codes[k])
+        elif i >= 0 and interrupted and live[k]:  # stopped on the way (a lane that used its budget has ended)
+            statuses[i] = None
     return statuses
 
 
