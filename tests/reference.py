@@ -38,6 +38,21 @@ def smgd_uv(X, y, gamma, beta, steps, u0, v0, batches=None):
     return w_plus, w_minus, grads
 
 
+def heavy_ball_theta(problem, gamma, beta, steps, alpha=0.01):
+    """θ after ``steps`` heavy-ball steps in w±, full batch, from w± = α·1:
+    w±_{k+1} = w±_k ∓ γ g_k ⊙ w±_k + β(w±_k - w±_{k-1}), g = Xᵀ(Xθ - y)/n, θ = (w₊² - w₋²)/4, w_1 = w_0."""
+    X, y = problem.X, problem.y
+    wp = np.full(problem.d, alpha)
+    wm = np.full(problem.d, alpha)
+    wp_prev, wm_prev = wp.copy(), wm.copy()
+    for _ in range(steps):
+        theta = (wp * wp - wm * wm) / 4
+        g = X.T @ (X @ theta - y) / problem.n
+        wp, wp_prev = wp - gamma * g * wp + beta * (wp - wp_prev), wp
+        wm, wm_prev = wm + gamma * g * wm + beta * (wm - wm_prev), wm
+    return (wp * wp - wm * wm) / 4
+
+
 def r(z):
     """r(z) = (z - 1) - ln|z| of Lemma 4."""
     return (z - 1.0) - np.log(np.abs(z))

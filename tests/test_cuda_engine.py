@@ -7,27 +7,12 @@ which the tests read. Problems are tiny (the simulator runs 32 Python threads pe
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _heavy_ball_numpy(problem, gamma, beta, steps, alpha=0.01):
-    """w±_{k+1} = w±_k ∓ γ g_k ⊙ w±_k + β(w±_k - w±_{k-1}), g = Xᵀ(Xθ - y)/n, θ = (w₊² - w₋²)/4, w_1 = w_0 = α."""
-    X, y = problem.X, problem.y
-    wp = np.full(problem.d, alpha)
-    wm = np.full(problem.d, alpha)
-    wp_prev, wm_prev = wp.copy(), wm.copy()
-    for _ in range(steps):
-        theta = (wp * wp - wm * wm) / 4
-        g = X.T @ (X @ theta - y) / problem.n
-        wp, wp_prev = wp - gamma * g * wp + beta * (wp - wp_prev), wp
-        wm, wm_prev = wm + gamma * g * wm + beta * (wm - wm_prev), wm
-    return (wp * wp - wm * wm) / 4
+from cuda_sim import simulated_report
+from reference import heavy_ball_theta
 
 
 def _wide():
@@ -45,7 +30,7 @@ def _wide():
     theta = np.asarray(gpu.data["theta"])
     rel = []
     for k, gamma in enumerate(grid["gammas"]):
-        ref = _heavy_ball_numpy(p, gamma, 0.5, 25)
+        ref = heavy_ball_theta(p, gamma, 0.5, 25)
         rel.append(float(np.abs(theta[0, 0, k] - ref).max() / np.abs(ref).max()))
     report["numpy_rel"] = rel
     report["status"] = np.asarray(gpu.status).ravel().tolist()
@@ -162,12 +147,7 @@ if __name__ == "__main__":
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), str(tmp_path_factory.mktemp("cuda"))],
-                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return simulated_report(__file__, tmp_path_factory.mktemp("cuda"), timeout=600)
 
 
 def test_wide_data_uses_x_alone_and_equals_the_cpu_sweep(simulated):
@@ -235,7 +215,7 @@ def test_the_cpu_reference_state_uses_x_alone_in_the_data_form():
     fstate, _, status, steps = CE.cpu_state(p, 0.05, 0.5, 25, mode="data", w_plus0=w, w_minus0=w)
     assert "hessian" not in p.__dict__ and "_padded_hessian" not in p.__dict__
     theta = (fstate[0] ** 2 - fstate[1] ** 2) / 4  # (rows W_PLUS, W_MINUS)
-    ref = _heavy_ball_numpy(p, 0.05, 0.5, 25)
+    ref = heavy_ball_theta(p, 0.05, 0.5, 25)
     assert (status, steps) == (2, 25)
     assert np.abs(theta - ref).max() <= 1e-12 * np.abs(ref).max()
 

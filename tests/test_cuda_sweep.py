@@ -7,15 +7,14 @@ and reports, field by field, whether the CUDA sweep equals the CPU sweep bit for
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+from cuda_sim import simulated_report
 
 import dlnmomentum as dm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = dict(n=5, d=6, s=2, n_test=20)
 
 
@@ -67,12 +66,7 @@ if __name__ == "__main__":
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1",
-               PYTHONPATH=ROOT + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), str(tmp_path_factory.mktemp("cuda"))],
-                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return simulated_report(__file__, tmp_path_factory.mktemp("cuda"), timeout=900)
 
 
 @pytest.mark.parametrize("case", ["full_batch", "smgd", "resumed"])

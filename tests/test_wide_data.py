@@ -7,6 +7,7 @@ it, stored it and ran out of memory). The reference is plain NumPy heavy ball in
 import h5py
 import numpy as np
 import pytest
+from reference import heavy_ball_theta
 
 import dlnmomentum as dm
 
@@ -22,25 +23,12 @@ def _hessian_formed(problem):
     return "hessian" in problem.__dict__ or "_padded_hessian" in problem.__dict__
 
 
-def _heavy_ball_numpy(problem, gamma, beta, steps, alpha=0.01):
-    """w±_{k+1} = w±_k ∓ γ g_k ⊙ w±_k + β(w±_k - w±_{k-1}), g = Xᵀ(Xθ - y)/n, θ = (w₊² - w₋²)/4, w_1 = w_0 = α."""
-    X, y = problem.X, problem.y
-    wp = np.full(problem.d, alpha)
-    wm = np.full(problem.d, alpha)
-    wp_prev, wm_prev = wp.copy(), wm.copy()
-    for _ in range(steps):
-        theta = (wp * wp - wm * wm) / 4
-        g = X.T @ (X @ theta - y) / problem.n
-        wp, wp_prev = wp - gamma * g * wp + beta * (wp - wp_prev), wp
-        wm, wm_prev = wm + gamma * g * wm + beta * (wm - wm_prev), wm
-    return (wp * wp - wm * wm) / 4
-
 
 def test_a_run_and_its_store_use_x_alone(wide, tmp_path):
     path = tmp_path / "wide.h5"
     res = dm.mgd(wide, 0.05, 0.5, steps=30, store=str(path), progress=False)
     assert not _hessian_formed(wide)
-    ref = _heavy_ball_numpy(wide, 0.05, 0.5, 30)
+    ref = heavy_ball_theta(wide, 0.05, 0.5, 30)
     assert np.abs(res.theta - ref).max() <= 1e-12 * np.abs(ref).max()
     with h5py.File(path, "r") as f:
         assert "hessian" not in f["problem"] and "X" in f["problem"]
