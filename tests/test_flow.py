@@ -568,6 +568,18 @@ def test_validation_errors_name_the_parameter(problem, kwargs, exc, match):
         dm.mgf(problem, lam, **args)
 
 
+def test_mgf_from_mgd_record_in_mgd_steps(problem):
+    """``record`` of mgf_from_mgd counts MGD steps: times=, accepted=True and a fractional every are refused in those
+    terms. Before, Record's own messages said "times= is for flows; use steps= for discrete runs" and "every must be
+    a whole number of steps for a discrete run", of a call that is a flow."""
+    for record, asked in ((dm.Record(times=[1.0]), "times="), (dm.Record(accepted=True), "accepted=True"),
+                          (dm.Record(every=2.5), "every=2.5")):
+        with pytest.raises(ValueError, match=rf"record of mgf_from_mgd is given in MGD steps: .*Record\({asked}\)"):
+            dm.mgf_from_mgd(problem, 0.05, 0.8, steps=20, record=record)
+    res = dm.mgf_from_mgd(problem, 0.05, 0.8, steps=20, substeps=3, record=dm.Record(every=10.0))
+    assert res.trajectory.step.tolist() == [0, 30, 60]
+
+
 def test_mgf_from_mgd_validation(problem):
     with pytest.raises(ValueError, match=r"beta must be in \[0, 1\)"):
         dm.mgf_from_mgd(problem, 0.01, 1.0, steps=10)

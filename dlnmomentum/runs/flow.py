@@ -586,6 +586,15 @@ def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.
     steps = as_int("steps", steps, low=1, high=MAX_STEPS)
     check_problem(problem)
     check_record(record)
+    if record is not None:
+        # record is in MGD steps: Record's own errors for times=/accepted=/a fractional every speak of "flows" and
+        # "discrete runs", which said the opposite of what this flow takes
+        if record.times is not None or record.accepted or (record.every is not None
+                                                            and not float(record.every).is_integer()):
+            asked = ("times=" if record.times is not None else "accepted=True" if record.accepted
+                     else f"every={record.every!r}")
+            raise ValueError(f"record of mgf_from_mgd is given in MGD steps: Record(every=k) with a whole number k, "
+                             f"log= or steps=, got Record({asked}) (record a flow at times with dlnmomentum.mgf)")
     lam = gamma / (1.0 - beta) ** 2
     eps = gamma / (1.0 - beta)
     given = f"gamma = {gamma!r} and beta = {beta!r} give lambda = gamma/(1-beta)^2 = {lam:.4g}"

@@ -49,8 +49,11 @@ def test_twenty_million_recorded_steps_cost_their_array_only():
 def reference_schedule(record, n, h=None):
     """The documented rule, written out in Python: 0, the steps asked for, and n (an explicit step or time beyond
     n: None, an error)."""
-    if record.every is not None:
-        stride = record.every / h if h is not None else record.every
+    if record.every is not None and h is not None and record.every / h > 1:
+        # a flow: the grid step nearest to each time k·every, every one rounded on its own
+        asked = [round(k * record.every / h) for k in range(int(n * h / record.every) + 2)]
+    elif record.every is not None:
+        stride = record.every / h if h is not None else record.every  # (a flow: every <= h, every grid step)
         stride = max(1, round(stride))
         asked = range(0, n + 1, stride)
     elif record.log is not None:
@@ -103,3 +106,19 @@ def test_record_times_beyond_the_end_are_refused():
 ])
 def test_every_at_the_extremes(every, n, expected):
     assert dm.Record(every=every).step_schedule(n).tolist() == expected
+
+
+def test_flow_every_rows_stay_on_the_multiples_of_every():
+    """``Record(every=...)`` on a grid flow records at the grid step nearest to each ``k·every``. Before, every/h
+    was rounded once to a stride, and the rows drifted: every=1 with h ≈ 0.3 (stride 3) recorded at t = 0.898·k,
+    113 rows to t = 100 with row 100 at t ≈ 90, where the adaptive scheme records at 0, 1, ..., 100."""
+    problem = dm.sparse_regression(n=6, d=9, s=2, n_test=10, seed=0)
+    grid = dm.gf(problem, t_max=100.0, h=0.3, refine_start=None, record=dm.Record(every=1.0))
+    h = grid.h
+    assert 0.29 < h < 0.3
+    wanted = np.arange(101.0)  # the times asked for (t_max = 100 among them)
+    assert len(grid.trajectory) == 101
+    assert np.abs(grid.trajectory.time - wanted).max() <= h / 2
+    assert np.array_equal(grid.trajectory.step, np.round(wanted / h).astype(np.int64))
+    adaptive = dm.gf(problem, t_max=100.0, scheme="rodas", record=dm.Record(every=1.0))
+    assert np.array_equal(adaptive.trajectory.time, wanted)
