@@ -236,8 +236,9 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
     ``w_1 = w_0``, as in :func:`dlnmomentum.mgd`, hence zero velocity). The grid step is
     ``ε/substeps`` (default: the smallest whole number of substeps giving a step below
     :func:`default_step` of the scheme), so MGD step ``k`` is grid step ``k·substeps``; ``record`` is
-    given in MGD steps. ``scheme`` as in :func:`mgf` (``"auto"``: the exponential RK4 where λ is small
-    against the problem's time scale).
+    given in MGD steps. ``scheme`` is ``"auto"``, ``"rk4"`` or ``"exp-rk4"``, as in :func:`mgf` but always on
+    that grid (``"auto"``: the exponential RK4 where λ is small against the problem's time scale, else RK4; never
+    the adaptive ``"rodas"``, which has no grid).
     """
     run = prepare_mgf_from_mgd(problem, gamma, beta, steps=steps, substeps=substeps, alpha=alpha, u0=u0, v0=v0,
                                u1=u1, v1=v1, tol=tol, record=record, gradient=gradient,
