@@ -75,7 +75,7 @@ def mgd(problem, gamma, beta, *, steps, alpha=None, u0=None, v0=None, batch_size
         Number of updates (``steps=k`` ends at :math:`w_{k+1}`, like ``k`` calls of
         ``torch.optim.SGD(lr=γ, momentum=β).step()``).
     alpha : float
-        Initialisation scale of the default ``u0 = α·1, v0 = 0`` (default 0.01).
+        Initialisation scale of the default ``u0 = α·1, v0 = 0``, in [1e-150, 1e150) (default 0.01).
     u0, v0 : arrays (d,), optional
         Any initialisation with ``|u0_i| != |v0_i|``.
     batch_size : int, optional
@@ -83,9 +83,9 @@ def mgd(problem, gamma, beta, *, steps, alpha=None, u0=None, v0=None, batch_size
     replace : bool
         Sample each batch with replacement (default: B distinct samples).
     seed : int
-        Seed of the explicit batch-sampling state (xoshiro256**).
+        Seed of the explicit batch-sampling state (xoshiro256**), in [0, 2**63 - 1].
     tol : float, optional
-        Stop at the first iterate whose train loss is ``<= tol`` (status ``converged``).
+        Stop at the first iterate whose train loss is ``<= tol`` (``tol >= 0``; status ``converged``).
     record : Record, optional
         Schedule of recorded iterates (θ, w₊, w₋, Δ, train and test loss).
     progress : bool or "log", optional
@@ -191,15 +191,18 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
         stopping rule or a long horizon, else the cheaper fixed-grid scheme
         (:func:`dlnmomentum.runs.stepping.choose_flow_scheme`). ``result.config.scheme`` is the one used.
     rtol, atol : float, optional
-        Tolerances of ``"rodas"`` (default 1e-9 and 1e-11: θ within about 1e-11 of a tight reference;
+        Tolerances of ``"rodas"``: ``rtol`` in [1e-15, 1e-2], ``atol`` in [1e-300, 1] (defaults 1e-9 and 1e-11:
+        θ within about 1e-11 of a tight reference; for MGF the default ``atol`` is scaled down in proportion to
+        the smallest initial |w±| below 0.01, :func:`dlnmomentum.runs.stepping.default_atol`;
         docs/guide/flows.md, "Schemes").
     max_steps : int, optional
-        Budget of accepted ``"rodas"`` steps (default 1e8; status ``max_steps`` when spent).
+        Budget of accepted ``"rodas"`` steps, in [1, 2**62] (default 1e8; status ``max_steps`` when spent).
 
     Returns
     -------
     FlowResult
-        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``.
+        Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``; with ``"rodas"`` also
+        ``stalled`` (a ``tol`` below the train loss's float64 rounding floor: docs/guide/flows.md).
     """
     run = prepare_flow_run(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0,
                            v_dot0=v_dot0, tol=tol, record=record, gradient=gradient, refine_start=refine_start,
@@ -233,8 +236,9 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
     ``w_1 = w_0``, as in :func:`dlnmomentum.mgd`, hence zero velocity). The grid step is
     ``ε/substeps`` (default: the smallest whole number of substeps giving a step below
     :func:`default_step` of the scheme), so MGD step ``k`` is grid step ``k·substeps``; ``record`` is
-    given in MGD steps. ``scheme`` as in :func:`mgf` (``"auto"``: the exponential RK4 where λ is small
-    against the problem's time scale).
+    given in MGD steps. ``scheme`` is ``"auto"``, ``"rk4"`` or ``"exp-rk4"``, as in :func:`mgf` but always on
+    that grid (``"auto"``: the exponential RK4 where λ is small against the problem's time scale, else RK4; never
+    the adaptive ``"rodas"``, which has no grid).
     """
     run = prepare_mgf_from_mgd(problem, gamma, beta, steps=steps, substeps=substeps, alpha=alpha, u0=u0, v0=v0,
                                u1=u1, v1=v1, tol=tol, record=record, gradient=gradient,

@@ -2,7 +2,7 @@
 
 Every layer uses it: kernels return its integer codes, the driver maps them to members,
 results, stores and sweep files hold the integers, and the command line turns them into
-exit codes (:data:`EXIT_CODES`).
+exit codes (:func:`dlnmomentum.cli.common.exit_code`).
 """
 
 import enum

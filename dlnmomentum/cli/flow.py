@@ -61,8 +61,10 @@ def register(subparsers):
                    help="stepper: classic RK4, the exponential RK4 (the fast mode -1/lambda exactly: a step set by "
                         "the gradient time scale, for small lambda), rodas (adaptive, L-stable: long horizons) or "
                         "auto (rodas with --tol or a long --t-max, else the cheaper fixed-step one; default)")
-    p.add_argument("--rtol", type=float, default=None, help="rodas: relative tolerance (default 1e-9)")
-    p.add_argument("--atol", type=float, default=None, help="rodas: absolute tolerance (default 1e-11)")
+    p.add_argument("--rtol", type=float, default=None, help="rodas: relative tolerance in [1e-15, 1e-2] (default 1e-9)")
+    p.add_argument("--atol", type=float, default=None,
+                   help="rodas: absolute tolerance in [1e-300, 1] (default 1e-11; for MGF, scaled down in "
+                        "proportion to --alpha below 0.01)")
     p.add_argument("--max-steps", type=parse_int, default=None, help="rodas: budget of accepted steps (default 1e8)")
     add_record_arguments(p, float, "record every T time units (T > 0)", accepted=True)
     p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
