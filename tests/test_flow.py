@@ -580,6 +580,14 @@ def test_mgf_from_mgd_record_in_mgd_steps(problem):
     assert res.trajectory.step.tolist() == [0, 30, 60]
 
 
+def test_mgf_from_mgd_refuses_the_adaptive_scheme_before_any_work(problem):
+    """Its flow runs on MGD's grid, so ``scheme='rodas'`` is refused by name; it ran and failed with a raw
+    ``KeyError: 'rodas'`` in the first chunk."""
+    with pytest.raises(ValueError, match=r"scheme of mgf_from_mgd must be 'auto', 'rk4' or 'exp-rk4', got 'rodas'"):
+        dm.mgf_from_mgd(problem, 0.05, 0.9, steps=100, scheme="rodas")
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        dm.mgf_from_mgd(problem, 0.05, 0.9, steps=100, scheme="bogus")
+
 def test_mgf_from_mgd_validation(problem):
     with pytest.raises(ValueError, match=r"beta must be in \[0, 1\)"):
         dm.mgf_from_mgd(problem, 0.01, 1.0, steps=10)

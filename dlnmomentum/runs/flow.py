@@ -612,6 +612,10 @@ def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.
         if not (np.all(np.isfinite(u_dot0)) and np.all(np.isfinite(v_dot0))):
             raise ValueError(f"gamma must be large enough that the initial velocity (w1 - w0)/sqrt(lambda*gamma) "
                              f"is finite: {given} and sqrt(lambda*gamma) = {scale:.3g}")
+    if check_scheme(scheme) == "rodas":  # (before any work: the flow's grid is MGD's step ε cut into substeps)
+        raise ValueError("scheme of mgf_from_mgd must be 'auto', 'rk4' or 'exp-rk4', got 'rodas': the flow runs on "
+                         "MGD's grid (step eps/substeps, a row per MGD step); for an adaptive flow at "
+                         "lambda = gamma/(1-beta)^2 use dlnmomentum.mgf(problem, lam, scheme='rodas')")
     kappa = stiffness_estimate(problem, u0, v0)
     scheme = choose_scheme(scheme, lam, kappa)
     if substeps is None:
