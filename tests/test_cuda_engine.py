@@ -111,7 +111,7 @@ def _bad_inputs():
 def _wave_sizes():
     """Automatic waves of 20 000 short runs at d = 512 (no kernel runs: only how the points are cut)."""
     from dlnmomentum.sweeps.cuda import CudaEngine
-    from dlnmomentum.sweeps.execute import waves
+    from dlnmomentum.sweeps.execute import WAVE_SECONDS, waves
     from dlnmomentum.sweeps.plan import Plan, make_config
 
     problem = _problem(4, 512)
@@ -119,7 +119,12 @@ def _wave_sizes():
                                   1, None, 0, None, 0.01, False, "auto", False, 1e-8)
     plan = Plan(config, problem)
     pending = list(range(plan.npoints))
-    return [len(w) for w in waves(plan, pending, CudaEngine(plan), 8)]
+    engine = CudaEngine(plan)
+    sizes = [len(w) for w in waves(plan, pending, engine, 8)]
+    # a measured device time per point of WAVE_SECONDS/1000: waves of about 1 000 points, whatever the CPU threads
+    engine.ns_per_run_step = WAVE_SECONDS / 1000 / engine.steps * 1e9
+    timed = [len(w) for w in waves(plan, pending, engine, 8)]
+    return {"memory": sizes, "timed": timed}
 
 
 def _problem(n, d):
@@ -224,6 +229,14 @@ def test_automatic_gpu_waves_fit_a_bounded_memory(simulated):
     """A wave's run state lives on the device and is copied back whole: fstate (12 rows) and istate (6 rows) of d
     float64/int64 each, 144·d bytes a run. 20 000 runs at d = 512 are 1.47 GB; the waves stay within 1 GiB (they
     were one wave of every point: 1e6 such points would have asked for 74 GB)."""
-    sizes = simulated["waves"]
+    sizes = simulated["waves"]["memory"]
     assert sum(sizes) == 20_000
     assert max(sizes) * 144 * 512 <= 2**30
+
+
+def test_automatic_gpu_waves_last_about_wave_seconds(simulated):
+    """The GPU engine's cost per point is the device's (its throughput over a wave), so a wave is WAVE_SECONDS of
+    it, not that times the CPU threads (with 16 threads, 320 s between store writes)."""
+    sizes = simulated["waves"]["timed"]
+    assert sum(sizes) == 20_000
+    assert all(abs(n - 1000) <= 8 for n in sizes), sizes

@@ -469,6 +469,11 @@ class CudaEngine:
     def cost_per_point(self):
         return self.steps * self.ns_per_run_step * 1e-9
 
+    def wave_threads(self):
+        """1: :meth:`cost_per_point` is the device's time per point (its throughput, measured over whole waves), not
+        one CPU thread's, so automatic waves are sized by it alone (:func:`.execute.waves`)."""
+        return 1
+
     def max_wave_points(self):
         """Most points of an automatic wave: :data:`WAVE_STATE_BYTES` over one run's state (fstate, istate, the
         permutation, the random state, status and steps)."""

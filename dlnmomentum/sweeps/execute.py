@@ -74,7 +74,10 @@ def waves(plan, pending, engine, block_size, wave_size=None):
     """Split the pending points (flat indices, increasing) into waves of whole blocks."""
     if not pending:
         return []
-    nthreads = max(1, threads())
+    # the runs an engine advances at once, each at its cost_per_point: the CPU threads, or 1 for an engine whose
+    # cost is what the whole device takes per point (the GPU's): a wave is then about WAVE_SECONDS, not times the
+    # CPU threads (320 s between store writes with 16 threads)
+    nthreads = max(1, int(getattr(engine, "wave_threads", threads)()))
     if wave_size is not None:
         size = math.ceil(wave_size / block_size) * block_size
         return [pending[i:i + size] for i in range(0, len(pending), size)]
