@@ -201,7 +201,7 @@ def finding_h(folder):
 def main(argv):
     if not argv:
         sys.exit(__doc__)
-    folder, which = argv[0], (argv[1:] or ["a", "b", "c", "d", "e", "f", "g"])
+    folder, which = argv[0], (argv[1:] or ["a", "b", "c", "d", "e", "f", "g", "h"])
     for w in which:
         {"a": finding_a, "b": finding_b, "c": finding_c, "d": finding_d, "e": finding_e, "f": finding_f,
          "g": finding_g, "h": finding_h}[w](folder)
