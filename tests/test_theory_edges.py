@@ -321,3 +321,21 @@ def test_gradient_flow_conserves_delta_to_machine_precision_with_rodas(small):
     np.testing.assert_allclose(res.delta_inf, res.delta0, rtol=1e-14)
     np.testing.assert_allclose(res.min_delta, res.delta0, rtol=1e-15)
     np.testing.assert_allclose(res.theta0_tilde, _U0 * _V0, rtol=1e-12)
+
+
+def test_a_full_crossing_log_keeps_the_earliest_crossings(paper):
+    """``max_crossings`` keeps the first crossings in time. A ``"rodas"`` step of this run holds several crossings,
+    which a step visits in coordinate order: an append-only log that filled up inside it kept the crossing at
+    t = 0.924 (coordinate 19) and dropped the one at t = 0.914 (coordinate 20)."""
+    d = paper.d
+    w0 = np.full(d, 0.01)
+    ref = _mgf_reference(paper.hessian, paper.b, 0.5, 100.0, w0, w0, np.zeros(d), np.zeros(d))
+    log = sorted((te, j % d, 1 if j < d else -1) for j in range(2 * d) for te in ref["times"][j])
+    assert len(log) == 51
+    for scheme in ("rk4", "exp-rk4", "rodas"):
+        for cap in (1, 10, 50):
+            res = dm.mgf(paper, 0.5, t_max=100.0, scheme=scheme, max_crossings=cap)
+            assert res.n_crossings == 51 and len(res.crossing_times) == cap
+            np.testing.assert_allclose(res.crossing_times, [e[0] for e in log[:cap]], rtol=0, atol=1e-7)
+            np.testing.assert_array_equal(res.crossing_coords, [e[1] for e in log[:cap]])
+            np.testing.assert_array_equal(res.crossing_signs, [e[2] for e in log[:cap]])
