@@ -494,17 +494,33 @@ def _gf_final(Z, grad, nblk, hb, h):
 @njit(inline="always", **JIT_OPTIONS)
 def _note_crossing(t, i, sign, count, first, last, counters, log_time, log_coord, log_sign):
     """The bookkeeping of one crossing of coordinate ``i`` of w₊ (``sign = 1``) or w₋ (``-1``) at time ``t``: its
-    count, first and last times, and the log (the first ``capacity`` crossings; ``counters`` counts them all).
-    Shared by every flow scheme (also :mod:`.flow_rodas_run`)."""
+    count, first and last times, and the log (the first ``capacity`` crossings in time; ``counters`` counts them
+    all). Shared by every flow scheme (also :mod:`.flow_rodas_run`).
+
+    The log is kept sorted by time by insertion: one step visits its coordinates in index order, not in time
+    order, so an append-only log that fills up inside a step with several crossings (common with the long steps
+    of ``"rodas"``) would keep a later crossing and drop an earlier one. Crossings of later steps come later in
+    time, so an insertion shifts only entries of the same step, and a full log drops a later crossing at once.
+    """
     count[i] += 1
     if count[i] == 1:
         first[i] = t
     last[i] = t
     n = counters[N_CROSSINGS]
-    if n < log_time.shape[0]:
-        log_time[n] = t
-        log_coord[n] = i
-        log_sign[n] = sign
+    cap = log_time.shape[0]
+    k = min(n, cap)  # entries held
+    if k == cap and (cap == 0 or not (t < log_time[cap - 1])):
+        counters[N_CROSSINGS] = n + 1  # full, and t is not earlier than the latest kept crossing
+        return
+    j = k if k < cap else cap - 1  # (full: the latest entry is dropped)
+    while j > 0 and log_time[j - 1] > t:
+        log_time[j] = log_time[j - 1]
+        log_coord[j] = log_coord[j - 1]
+        log_sign[j] = log_sign[j - 1]
+        j -= 1
+    log_time[j] = t
+    log_coord[j] = i
+    log_sign[j] = sign
     counters[N_CROSSINGS] = n + 1
 
 

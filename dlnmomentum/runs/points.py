@@ -30,6 +30,8 @@ class TheoryReason(enum.IntEnum):
     SOLVER_FAILED = 4
     INTERRUPTED = 5
     NOT_RECORDED = 6
+    NO_REFERENCE = 7
+    ZERO_DELTA_INF = 8
 
     @property
     def message(self):
@@ -45,6 +47,11 @@ _THEORY_MESSAGES = {
     TheoryReason.SOLVER_FAILED: "the implicit-bias solver failed (see the warning it raised)",
     TheoryReason.INTERRUPTED: "the run was interrupted",
     TheoryReason.NOT_RECORDED: "not recorded (a sweep store written before format 2)",
+    TheoryReason.NO_REFERENCE: "theta0_tilde is NaN at some coordinate: an iterate of w+ or w- was exactly 0, "
+                               "where Lemma 4's sums (which divide by w) are undefined, so Theorems 1-2 have no "
+                               "reference point",
+    TheoryReason.ZERO_DELTA_INF: "Delta_inf = |w_plus w_minus| is 0 at some coordinate (Assumption 2 fails): "
+                                 "psi_Delta_inf is not defined there",
 }
 
 #: Scalar fields: name -> (dtype, description).
@@ -159,6 +166,12 @@ def theory_fields(problem, theta, delta_inf, theta0_tilde, status, train_loss, t
         return dict(out, theory_reason=int(TheoryReason.INTERRUPTED))
     if not converged(status, train_loss, theory_tol):
         return dict(out, theory_reason=int(TheoryReason.NOT_CONVERGED))
+    # Theorem 1/2's premises, checked here so that a point says which one fails (predict would refuse both
+    # with a ValueError, reported as SOLVER_FAILED, a solver failure that did not happen).
+    if np.any(np.isnan(theta0_tilde)):
+        return dict(out, theory_reason=int(TheoryReason.NO_REFERENCE))
+    if not np.all(np.asarray(delta_inf) > 0.0):
+        return dict(out, theory_reason=int(TheoryReason.ZERO_DELTA_INF))
     from ..theory import predict
 
     try:
