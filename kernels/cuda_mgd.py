@@ -58,6 +58,7 @@ import numpy as np
 from . import cuda_compat
 from .config import OVERFLOW
 from .cuda_compat import cuda, device, fma, mul, warp_sync, warp_sync_all
+from .cuda_limits import WARP, check_shape
 from .mgd import (
     CONVERGED,
     CROSS_MINUS,
@@ -85,12 +86,6 @@ from .mgd import (
     W_PLUS_PREV,
 )
 
-#: Lanes of a warp.
-WARP = 32
-#: Largest supported d (coordinates per lane: ceil(d/32) <= 16; beyond, the per-lane state spills).
-MAX_D = 512
-#: Largest supported n (residuals per lane: ceil(n/32) <= 32; shared memory per warp stays small).
-MAX_N = 1024
 #: Static shared memory a block may use (bytes).
 SHARED_LIMIT = 48 * 1024
 #: Warps per block when the shared memory allows it (several resident runs per block).
@@ -237,17 +232,6 @@ def launch_config(n_runs, d, n, batch_size, warps_per_block=None):
         wpb = max(1, min(wpb, SHARED_LIMIT // shared_bytes_per_warp(d, n, batch_size)))
     blocks = max(1, -(-n_runs // wpb))
     return blocks, wpb * WARP, wpb
-
-
-def check_shape(d, n, batch_size):
-    """Raise ValueError naming the parameter when the kernels do not support this shape."""
-    if not 1 <= d <= MAX_D:
-        raise ValueError(f"the CUDA engine supports d in [1, {MAX_D}] (one warp per run, ceil(d/32) <= "
-                         f"{MAX_D // WARP} coordinates per lane), got d={d}")
-    if not 1 <= n <= MAX_N:
-        raise ValueError(f"the CUDA engine supports n in [1, {MAX_N}] samples, got n={n}")
-    if not 0 <= batch_size <= n:
-        raise ValueError(f"batch_size must be in [1, n={n}] (0: full batch), got {batch_size}")
 
 
 _KERNELS = {}

@@ -240,3 +240,20 @@ def test_automatic_gpu_waves_last_about_wave_seconds(simulated):
     sizes = simulated["waves"]["timed"]
     assert sum(sizes) == 20_000
     assert all(abs(n - 1000) <= 8 for n in sizes), sizes
+
+
+def test_a_dask_client_refuses_a_shape_the_kernels_cannot_run_without_a_gpu(monkeypatch):
+    """Where the points run on Dask workers (``here=False``) the client, which may have no GPU, checks the shape
+    before a store is created (it was left to each worker block to fail); numba.cuda is not needed for it."""
+    from dlnmomentum.sweeps import cuda as CE
+    from dlnmomentum.sweeps.execute import check_device
+    from dlnmomentum.sweeps.plan import Plan, make_config
+
+    def no_gpu():
+        raise AssertionError("the client must not look for a GPU")
+
+    monkeypatch.setattr(CE, "require_cuda", no_gpu)
+    config, problem = make_config(_problem(4, 600), [0.01], [0.5], None, 10, None, 1, None, 0, None, 0.01, False,
+                                  "auto", False, 1e-8)
+    with pytest.raises(ValueError, match=r"supports d in \[1, 512\].*got d=600; device='cpu' runs this sweep"):
+        check_device("cuda", Plan(config, problem), here=False)

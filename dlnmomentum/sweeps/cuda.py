@@ -68,11 +68,11 @@ def check_plan(plan):
     """Raise ValueError naming ``d``, ``n`` or ``batch_size`` when the kernels cannot run the plan's shape (d in
     [1, 512], n in [1, 1024]), with the way out (the CPU engine runs any shape). Called by
     :func:`.execute.check_device` before any work: a store is not created for a sweep that cannot run."""
-    from ..kernels import cuda_mgd as KC
+    from ..kernels.cuda_limits import check_shape  # (no numba.cuda: a Dask client checks without a GPU)
 
     p0 = plan.problem_for(0)  # (every rep has its shape; cached, the engine uses it next)
     try:
-        KC.check_shape(p0.d, p0.n, int(plan.config["batch_size"] or 0))
+        check_shape(p0.d, p0.n, int(plan.config["batch_size"] or 0))
     except ValueError as exc:
         raise ValueError(f"{exc}; device='cpu' runs this sweep") from None
 

@@ -44,7 +44,7 @@ def check_device(device, plan=None, here=True):
     """``device`` validated (and, for ``cuda``, a GPU and numba-cuda found) before any work starts.
 
     ``here=False``: the points run elsewhere (Dask workers, :mod:`.distributed`), which check for
-    their GPU themselves; only the name and the plan are checked here.
+    their GPU themselves; only the name and the plan (its design and the shapes the kernels run) are checked here.
     """
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
@@ -52,12 +52,12 @@ def check_device(device, plan=None, here=True):
         if plan is not None and not plan.discrete:
             raise ValueError("device='cuda' runs discrete (gammas, betas) sweeps; flow sweeps (lams=...) run on "
                              "the CPU engine (device='cpu')")
-        if here:
-            from .cuda import check_plan, require_cuda
+        from .cuda import check_plan, require_cuda
 
+        if here:
             require_cuda()
-            if plan is not None:
-                check_plan(plan)  # (a shape the kernels refuse is refused before a store is created)
+        if plan is not None:  # (a shape the kernels refuse is refused before a store is created, also for Dask)
+            check_plan(plan)
     return device
 
 
