@@ -223,13 +223,17 @@ def shared_bytes_per_warp(d, n, batch_size):
 def launch_config(n_runs, d, n, batch_size, warps_per_block=None):
     """(blocks, threads per block, warps per block) for ``n_runs`` runs.
 
-    The simulator runs one warp per block (its warp primitives are block barriers).
+    The simulator runs one warp per block (its warp primitives are block barriers). An explicit
+    ``warps_per_block`` that the shared memory cannot hold is refused; the default is lowered to fit.
     """
     if SIMULATOR:
         wpb = 1
     else:
-        wpb = DEFAULT_WARPS_PER_BLOCK if warps_per_block is None else int(warps_per_block)
-        wpb = max(1, min(wpb, SHARED_LIMIT // shared_bytes_per_warp(d, n, batch_size)))
+        fit = max(1, SHARED_LIMIT // shared_bytes_per_warp(d, n, batch_size))
+        if warps_per_block is not None and int(warps_per_block) > fit:  # (asked for: said, not lowered silently)
+            raise ValueError(f"warps_per_block={int(warps_per_block)} needs more than the {SHARED_LIMIT} bytes of "
+                             f"shared memory a block may use at d={d}, n={n}, batch_size={batch_size}: at most {fit}")
+        wpb = min(DEFAULT_WARPS_PER_BLOCK if warps_per_block is None else int(warps_per_block), fit)
     blocks = max(1, -(-n_runs // wpb))
     return blocks, wpb * WARP, wpb
 

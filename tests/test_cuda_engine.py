@@ -102,9 +102,19 @@ def _bad_inputs():
                          "perm_repeat": ("perm", np.array([[0, 1, 1], [0, 1, 2]])),
                          "steps_neg": ("steps_done", np.array([-1, 0])),
                          "steps_over": ("steps_done", np.array([6, 0])),
-                         "max_steps_early": ("status", np.array([2, 0]))}.items():
+                         "max_steps_early": ("status", np.array([2, 0])),
+                         "steps_float": ("steps_done", np.array([0.5, 0.0])),
+                         "perm_float": ("perm", np.array([[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]))}.items():
         attempt(name, lambda change=change: eng.load_state(**dict(ckpt, **{change[0]: change[1]})))
     attempt("checkpoint_itself", lambda: eng.load_state(**ckpt))
+    from dlnmomentum.kernels import cuda_mgd as KC
+
+    simulated, KC.SIMULATOR = KC.SIMULATOR, False  # (the launch rule of a real GPU; the simulator runs 1 warp)
+    try:
+        attempt("warps_shared", lambda: KC.launch_config(10, 512, 1024, 0, 32))
+        attempt("warps_default", lambda: KC.launch_config(10, 512, 1024, 0, None))
+    finally:
+        KC.SIMULATOR = simulated
     return out
 
 
@@ -197,16 +207,21 @@ def test_the_progress_bar_reaches_its_total_when_runs_end_early(simulated):
     ("steps_neg", "steps_done must be in [0, steps=5]"),
     ("steps_over", "steps_done must be in [0, steps=5]"),
     ("max_steps_early", "status 2 (max_steps) means steps_done = steps = 5"),
+    ("steps_float", "steps_done must be an integer array"),
+    ("perm_float", "perm must be an integer array"),
+    ("warps_shared", "warps_per_block=32 needs more than the 49152 bytes of shared memory"),
 ])
 def test_bad_engine_inputs_are_refused_naming_the_parameter(simulated, case, words):
     """(Before: warps_per_block 0, -3, 2.5 and 33 were taken without a word, seeds of the wrong length failed in
     NumPy's broadcasting, an array for a Problem failed on a missing attribute, data scaled past float64 (X * 1e200)
     ran as runs that diverge, and load_state took an all-zero random state (the SMGD draw then never ends), rows of
     perm that are no permutation (read out of bounds on the GPU), steps_done outside [0, steps] and a max_steps
-    point with steps left, which it ran on.)"""
+    point with steps left, which it ran on; a float steps_done or perm was cast (0.5 steps read as 0), and an
+    explicit warps_per_block the shared memory cannot hold was lowered without a word.)"""
     got = simulated["bad_inputs"][case]
     assert got is not None and got[0] in ("TypeError", "ValueError") and words in got[1], got
     assert simulated["bad_inputs"]["checkpoint_itself"] is None
+    assert simulated["bad_inputs"]["warps_default"] is None  # (the default is lowered to fit)
 
 
 def test_the_cpu_reference_state_uses_x_alone_in_the_data_form():

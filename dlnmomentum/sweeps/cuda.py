@@ -285,6 +285,11 @@ class CudaMGDSweep:
             a = np.asarray(a)
             if a.shape != shape:
                 raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
+            if np.issubdtype(dtype, np.integer) and not np.issubdtype(a.dtype, np.integer):
+                # (a float array was cast: 0.5 steps read as 0, a NaN as a huge integer)
+                raise TypeError(f"{name} must be an integer array (as state() returns it), got dtype {a.dtype}")
+            if np.issubdtype(dtype, np.unsignedinteger) and np.issubdtype(a.dtype, np.signedinteger) and np.any(a < 0):
+                raise ValueError(f"{name} must hold unsigned 64-bit integers, got a negative entry")
             return np.ascontiguousarray(a, dtype=dtype)
 
         fstate = conv("fstate", fstate, (P, KL.N_FLOAT_ROWS, d), np.float64)
