@@ -12,6 +12,9 @@
 
 import json
 import math
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -96,3 +99,26 @@ def test_an_existing_sweep_store_is_refused_naming_the_options(argv, tmp_path, c
     err = capsys.readouterr().err
     assert "exists" in err and "--resume" in err and "--overwrite" in err, err
     assert dm.open_sweep(path).complete
+
+
+@pytest.mark.parametrize("scheme", ["auto", "exp-rk4", "rodas", "rk4"])
+def test_a_subnormal_lambda_is_refused_by_name(scheme):
+    """Before: --lam 5e-324 raised a ZeroDivisionError (auto: the default RK4 step 0.7 lambda underflowed to 0),
+    never returned from the first chunk, deaf to SIGTERM (exp-rk4), or reported "diverged" at step 0 (rodas).
+    Run in a subprocess: without the fix the exponential scheme would not return."""
+    argv = ["flow", "--t-max", "1", "--lam", "5e-324", "--scheme", scheme, *SMALL]
+    proc = subprocess.run([sys.executable, "-m", "dlnmomentum", *argv], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert proc.returncode == EXIT_ERROR, proc.stderr[-2000:]
+    assert "dlnm: error: lam must be 0 (gradient flow) or in [2.2250738585072014e-308, 1e+100]" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_subnormal_lambda_is_refused_in_a_flow_sweep(capsys):
+    assert main(["sweep", "--lams", "0,5e-324", "--t-max", "1", *SMALL]) == EXIT_ERROR
+    assert "lams[1] must be 0 (gradient flow) or in [2.2250738585072014e-308" in capsys.readouterr().err
+
+
+def test_the_smallest_normal_lambda_runs(capsys):
+    assert main(["flow", "--t-max", "1", "--lam", "2.2250738585072014e-308", "--json", *SMALL]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["status"] == "max_steps"
