@@ -385,8 +385,9 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
                                         "scheme, or dlnmomentum.resume_sweep(path), to continue it"
                                         if diff == ["scheme"] else ""))
             else:
-                raise StoreExistsError(f"sweep store {path} exists; pass resume=True to continue it or "
-                                       "overwrite=True to replace it")
+                # (the command line's options too, as a run store's message names them)
+                raise StoreExistsError(f"sweep store {path} exists; pass resume=True (--resume) to continue "
+                                       "it or overwrite=True (--overwrite) to replace it")
         if not os.path.exists(path):
             sw.create(plan)
         return run_plan(plan, sw, progress, block_size, log, wave_size, device, executor)

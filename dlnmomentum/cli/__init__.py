@@ -8,6 +8,7 @@ module fails to import is an import error, never a missing command.
 import argparse
 import os
 import sys
+import warnings
 
 from ..sweeps.cuda import CudaUnavailableError
 from ..sweeps.distributed import BlockFailedError, DistributedUnavailableError
@@ -28,13 +29,25 @@ def build_parser():
     return parser
 
 
+def _warning_line(command):
+    """How ``dlnm`` shows a warning of the library: one line on stderr, ``dlnm COMMAND: warning: MESSAGE``, not
+    Python's default of the file, line number, category and a line of the package's source (before: ``.../runs/
+    flow_adaptive.py:241: RuntimeWarning: ...`` and ``  return prepare_flow(problem, lam, ...``)."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"dlnm {command}: warning: {message}", file=sys.stderr if file is None else file)
+
+    return show
+
+
 def main(argv=None):
     """Run ``dlnm`` with ``argv``; returns the exit code (see ``dlnm --help``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.given = given_options(build_parser(), sys.argv[1:] if argv is None else argv)
     try:
-        code = args.func(args)
+        with warnings.catch_warnings():  # (restores the warning display of the caller: main is also called in-process)
+            warnings.showwarning = _warning_line(args.command)
+            code = args.func(args)
         sys.stdout.flush()  # a reader that went away (`dlnm inspect X | head`) is met here, not at exit
         return code
     except BrokenPipeError:

@@ -8,6 +8,7 @@ import warnings
 
 from ..problem import sparse_regression
 from ..record import Record
+from ..runs.points import CODED_FIELDS
 from ..status import Status
 from ..store.files import command, json_text, to_jsonable
 from ..sweeps.grid import parse_grid
@@ -176,9 +177,25 @@ def print_sweep_json(result):
            "done": int(result.done.sum()), "points": int(result.done.size), "store": result.path,
            "summary": summary_dict(result)}
     if result.path is None:
-        out.update(dims=list(result.dims), coords=result.coords, data=result.data, done_mask=result.done,
-                   status_names=result.status_names)
+        out.update(dims=list(result.dims), coords=result.coords, data=result.data, done_mask=result.done)
+        # every coded field by name beside its codes (status_names, theory_reason_names): codes are shown by name
+        out.update({f"{field}_names": result.names(field) for field in CODED_FIELDS if field in result.data})
     print_json(out)
+
+
+def named_status(fields):
+    """``fields`` (a run result's JSON-able fields) with ``status`` by name, as every ``--json`` of ``dlnm`` gives
+    it (``inspect``'s ``status``, a sweep's ``summary.status``), the code beside it as ``status_code``, and
+    ``status_name`` (what scripts of earlier versions read). Before, ``dlnm run --json`` gave ``"status": 2``
+    where ``dlnm inspect --json`` gave ``"status": "max_steps"``."""
+    out = {}
+    for key, value in fields.items():
+        if key == "status":
+            out.update(status=Status(int(value)).label, status_code=int(value))
+        elif key != "status_name":
+            out[key] = value
+    out["status_name"] = out["status"]
+    return out
 
 
 def print_result(result, args, problem=None, theorem=None):
@@ -199,8 +216,7 @@ def print_result(result, args, problem=None, theorem=None):
         for note in dict.fromkeys(str(w.message) for w in caught):
             print(f"dlnm {args.command}: note: {note}", file=sys.stderr)
     if args.json:
-        out = to_jsonable(result.to_dict())
-        out["status_name"] = result.status_name
+        out = named_status(to_jsonable(result.to_dict()))
         out["message"] = result.message
         if theory:
             out.update(to_jsonable(dict(theory, theorem=theorem)))

@@ -11,6 +11,7 @@ import time
 
 from ..figures import FIGURES, figure, plot_store, reproduce
 from ..figures.common import SIZES
+from ..store.files import finite_json
 from .common import EXIT_OK
 
 
@@ -24,7 +25,9 @@ def _size(args):
 
 def _report(name, store, images, summary, as_json):
     if as_json:
-        print(json.dumps({"figure": name, "store": store, "images": images, "summary": summary}, default=str))
+        # standard JSON, as every --json of dlnm: a summary's NaN (a measure not computed, said on stderr) is null
+        print(json.dumps(finite_json({"figure": name, "store": store, "images": images, "summary": summary}),
+                         default=str, allow_nan=False))
         return
     print(f"{name}: {store} -> {', '.join(images)}")
     for key, value in summary.items():

@@ -13,7 +13,15 @@ from ..sweeps.execute import inspect_lines as sweep_inspect_lines
 from ..sweeps.execute import open_sweep, store_format
 from ..sweeps.result import summary_dict
 from ..validate import as_store_path
-from .common import EXIT_ERROR, EXIT_OK, add_checkpoint_argument, print_json, print_result, progress_wanted
+from .common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    add_checkpoint_argument,
+    named_status,
+    print_json,
+    print_result,
+    progress_wanted,
+)
 
 
 def _sweep_json(path):
@@ -42,6 +50,8 @@ def _cmd_inspect(args):
         return EXIT_OK
     if args.json:  # a run store (or a foreign HDF5 file: the reader says so)
         out = inspect_json(args.path)
+        if "final" in out:  # the result as dlnm run/flow/resume --json give it: its status by name
+            out["final"] = named_status(out["final"])
         print_json(out)
         damaged = "damaged" in out
     else:

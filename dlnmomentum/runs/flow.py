@@ -74,6 +74,7 @@ from .stepping import (
     DEFAULT_MAX_CROSSINGS,
     GRID_SCHEMES,
     LAM_MAX,
+    as_lam,
     check_grid,
     check_scheme,
     choose_scheme,
@@ -509,7 +510,7 @@ def make_config(problem, lam, t_max, h, u0, v0, tol=None, gradient="auto", refin
 
     ``scheme`` is ``"rk4"``, ``"exp-rk4"`` or ``"auto"`` (:func:`~dlnmomentum.runs.stepping.choose_scheme`).
     """
-    lam = as_float("lam", lam, low=0.0, high=LAM_MAX)
+    lam = as_lam("lam", lam)
     check_scheme(scheme)
     t_max = as_float("t_max", t_max, low=0.0, low_open=True)
     tol = as_float("tol", tol, low=0.0, allow_none=True)

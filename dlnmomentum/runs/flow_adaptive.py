@@ -37,7 +37,7 @@ from .stepping import (
     ADAPTIVE_MAX_STEPS,
     DEFAULT_MAX_CROSSINGS,
     DEFAULT_RTOL,
-    LAM_MAX,
+    as_lam,
     choose_flow_scheme,
     default_atol,
     stiffness_estimate,
@@ -175,7 +175,7 @@ class AdaptiveFlowRun(FlowRun):
 def make_adaptive_config(problem, lam, t_max, u0, v0, tol=None, gradient="auto", max_crossings=DEFAULT_MAX_CROSSINGS,
                          rtol=None, atol=None, max_steps=None, kappa=None):
     """Validate the settings of an adaptive flow into a :class:`~dlnmomentum.runs.flow.FlowConfig`."""
-    lam = as_float("lam", lam, low=0.0, high=LAM_MAX)
+    lam = as_lam("lam", lam)
     t_max = as_float("t_max", t_max, low=0.0, low_open=True)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     check_gradient_form(gradient)
@@ -205,7 +205,7 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
                   or (record is not None and record.steps is not None))
     adaptive_args = [name for name, value in (("rtol", rtol), ("atol", atol), ("max_steps", max_steps))
                      if value is not None]
-    lam_checked = as_float("lam", lam, low=0.0, high=LAM_MAX)
+    lam_checked = as_lam("lam", lam)
     t_checked = as_float("t_max", t_max, low=0.0, low_open=True)
     if lam_checked == 0.0 and (u_dot0 is not None or v_dot0 is not None):
         raise ValueError("u_dot0 and v_dot0 are the initial velocity of MGF(lam > 0); gradient flow (lam = 0) is a "

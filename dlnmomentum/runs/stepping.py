@@ -73,6 +73,19 @@ LARGE_GRID = 10**7
 #: The largest λ accepted: products of λ with the stiffness and with a run's integrals must stay finite in
 #: float64 (and beyond it MGF(λ) hardly moves from its initialisation over any representable time).
 LAM_MAX = 1e100
+#: The smallest λ > 0 accepted: float64's smallest normal number. A subnormal λ is refused by name (before, at
+#: λ = 5e-324 the default RK4 step 0.7λ underflowed to 0: a ZeroDivisionError in the ``auto`` choice; the exponential
+#: RK4 never returned from its first chunk, deaf to Ctrl-C; Rodas reported a run "diverged" at step 0).
+LAM_MIN = 2.2250738585072014e-308
+
+
+def as_lam(name, lam):
+    """``lam`` of a flow checked: 0 (gradient flow) or in [LAM_MIN, LAM_MAX]; the error names ``name``."""
+    lam = as_float(name, lam, low=0.0, high=LAM_MAX)
+    if 0.0 < lam < LAM_MIN:
+        raise ValueError(f"{name} must be 0 (gradient flow) or in [{LAM_MIN!r}, {LAM_MAX:g}] (a normal float64: "
+                         f"the step sizes of the schemes underflow below it), got {lam!r}")
+    return lam
 #: The stepping schemes of a flow (names stored in run stores) and the automatic choice: the fixed-grid
 #: schemes, then the adaptive one (:mod:`dlnmomentum.kernels.flow_rodas`).
 GRID_SCHEMES = ("rk4", "exp-rk4")

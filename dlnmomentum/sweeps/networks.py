@@ -277,8 +277,9 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
                     raise StoreError(f"network sweep store {path} was created with a different configuration "
                                      f"(differs in {', '.join(diff)}); use another store or overwrite=True")
             else:
-                raise StoreExistsError(f"network sweep store {path} exists; pass resume=True to continue it or "
-                                       "overwrite=True to replace it")
+                # (the command line's options too, as a run store's message names them)
+                raise StoreExistsError(f"network sweep store {path} exists; pass resume=True (--resume) to continue "
+                                       "it or overwrite=True (--overwrite) to replace it")
         if not os.path.exists(path):
             store.create(path, config, DIMS, plan.coords(), plan.shape, problem)
         _, _, interrupted = execute(plan, path, threads, wave_size, log, progress)

@@ -28,7 +28,7 @@ from ..problem import Problem, sparse_regression
 from ..runs.common import check_gradient_form, initial_weights
 from ..runs.mgd import make_config as make_mgd_config
 from ..runs.points import SCALAR_FIELDS, VECTOR_FIELDS
-from ..runs.stepping import check_scheme
+from ..runs.stepping import as_lam, check_scheme
 from ..store.files import to_jsonable
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION
 from ..validate import MAX_GRID, MAX_STEPS, as_bool, as_float, as_int, as_seed, check_sweep_size
@@ -282,6 +282,8 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
         if problem is not None and reps > 1:
             raise ValueError("reps > 1 with a fixed Problem would repeat identical flows; pass a spec")
         lams = as_grid("lams", lams, low=0.0)
+        for i, lam in enumerate(lams):  # each a flow's lambda: 0 or in [LAM_MIN, LAM_MAX], as dm.mgf checks it
+            as_lam(f"lams[{i}]", float(lam))
         check_sweep_size(reps, {"lams": len(lams)})
         t_max = as_float("t_max", t_max, low=0.0, low_open=True)
         check_scheme(scheme)
