@@ -86,6 +86,8 @@ def as_lam(name, lam):
         raise ValueError(f"{name} must be 0 (gradient flow) or in [{LAM_MIN!r}, {LAM_MAX:g}] (a normal float64: "
                          f"the step sizes of the schemes underflow below it), got {lam!r}")
     return lam
+
+
 #: The stepping schemes of a flow (names stored in run stores) and the automatic choice: the fixed-grid
 #: schemes, then the adaptive one (:mod:`dlnmomentum.kernels.flow_rodas`).
 GRID_SCHEMES = ("rk4", "exp-rk4")
