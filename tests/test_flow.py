@@ -625,3 +625,14 @@ def test_cli_flow(capsys):
     assert "lam is required" in capsys.readouterr().err
     assert main(["flow", "--lam", "0.3", "--t-max", "2", "--h", "50", *small]) == 2
     assert "h must be in" in capsys.readouterr().err
+
+
+def test_summary_says_why_corollary_2_has_no_value_where_coordinates_crossed():
+    """Corollary 2's route to Δ∞ holds only for coordinates that never crossed zero (NaN at the others): the summary
+    says so instead of printing a bare ``nan``."""
+    res = dm.mgf(dm.sparse_regression(seed=0), 0.5, t_max=100, scheme="rodas")
+    crossed = int(((res.crossings_plus > 0) | (res.crossings_minus > 0)).sum())
+    assert crossed > 0
+    text = res.summary()
+    assert f"Cor. 2: n/a, {crossed} of {res.delta_inf.size} coordinates crossed zero" in text
+    assert "nan" not in text.lower().replace("n/a", "")

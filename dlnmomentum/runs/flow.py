@@ -232,6 +232,14 @@ class FlowResult(ResultMixin):
                 out.append(w0 * np.exp(expo))
         return tuple(out)
 
+    def _cor2_text(self):
+        """|Δ∞| by Corollary 2's route, or why it has none: the corollary holds for coordinates that never crossed
+        zero, and the route is NaN at the others (a bare ``nan`` said nothing)."""
+        crossed = int(np.isnan(self.delta_inf_cor).sum())
+        if crossed:
+            return f"n/a, {crossed} of {self.delta_inf_cor.size} coordinates crossed zero"
+        return f"{norm2(self.delta_inf_cor):.6e}"
+
     def summary(self):
         c = self.config
         head = "GF" if self.kind == "gf" else f"MGF  lambda={self.lam:g}"
@@ -253,11 +261,11 @@ class FlowResult(ResultMixin):
             f"test loss     : {test_loss_text(self.test_loss)}",
             f"l1 norm       : {self.l1_norm:.6g}",
             f"|Delta_0|     : {norm2(self.delta0):.6e}",
-            f"|Delta_inf|   : {norm2(self.delta_inf):.6e}   (Cor. 2: "
-            f"{norm2(self.delta_inf_cor):.6e}, small-lambda: "
+            f"|Delta_inf|   : {norm2(self.delta_inf):.6e}   (Cor. 2: {self._cor2_text()}, small-lambda: "
             f"{norm2(self.delta_inf_small_lam):.6e})",
             f"I+ (mean)     : {self.i_plus.mean():.6e}   I- (mean): {self.i_minus.mean():.6e}   "
-            f"gap alpha/Cor. 2: {self.i_gap:.2e}",
+            f"gap alpha/Cor. 2: " + (f"{self.i_gap:.2e}" if np.isfinite(self.i_gap)
+                                     else "n/a (every coordinate crossed zero)"),
             f"|theta0~|max  : {np.abs(self.theta0_tilde).max():.3e}",
             f"sign crossings: w+ {int(self.crossings_plus.sum())}, w- {int(self.crossings_minus.sum())} "
             f"(coordinates: {int((self.crossings_plus > 0).sum())}, "

@@ -28,10 +28,13 @@ def _gamma_beta(gamma, beta):
 
 def _representable(what, value, gamma_beta_or_more, rule):
     """``value`` (an array) unless an entry left float64's range (inf, or a positive quantity rounded to 0): then
-    a ValueError naming ``what``, the inputs of the first such entry and ``rule``."""
-    bad = ~np.isfinite(value) | (value == 0.0)
-    if np.any(bad):
-        raise ValueError(f"{what} is beyond float64's range for {inputs_at(bad, gamma_beta_or_more)} ({rule})")
+    a ValueError naming ``what``, which end, the inputs of the first such entry and ``rule``."""
+    over, under = ~np.isfinite(value), value == 0.0
+    if np.any(over | under):
+        # (which end: "beyond float64's range" for a result that rounded to 0 sent users looking for an overflow)
+        where = ("is beyond float64's range" if np.any(over)
+                 else "rounds to 0 in float64 (below its smallest positive number, 5e-324)")
+        raise ValueError(f"{what} {where} for {inputs_at(over | under, gamma_beta_or_more)} ({rule})")
     return value
 
 
