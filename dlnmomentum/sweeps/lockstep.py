@@ -4,7 +4,10 @@
 per group) in SIMD lanes, blocks of groups in parallel; every lane is bit for bit the
 single-run kernel. An engine exposes ``cost_per_point()``, ``run_wave(points, flag, bar)``
 (the per-point outputs, or None when interrupted) and ``finish_points(points, outputs)``
-(the point fields, :mod:`dlnmomentum.runs.points`).
+(the point fields, :mod:`dlnmomentum.runs.points`). Optional, read by :func:`.execute.waves` and
+:func:`.execute.execute`: ``wave_threads()`` (runs advanced at once at ``cost_per_point`` each; default
+the CPU threads, 1 for the GPU), ``max_wave_points()`` (a memory bound on a wave) and ``take_finished()``
+(the points of an interrupted wave that had ended, with their outputs: :mod:`.flows`).
 """
 
 import time
