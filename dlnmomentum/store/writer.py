@@ -639,6 +639,10 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
         try:
             if overwrite:
                 require_overwritable(path, "run")  # only a run store that this package wrote is replaced
+            elif os.path.lexists(path):  # another process wrote it and let go of its lock since the check above
+                raise StoreExistsError(f"store {path} already exists (another process wrote it while this one "
+                                       f"started); pass overwrite=True (--overwrite) to replace it, or "
+                                       f"dlnmomentum.resume({path!r}) (`{command('resume', path)}`) to continue it")
             with signals_held():
                 _remove_store_files(path)
                 writer = _create(path, run, lock, checkpoint_every)
