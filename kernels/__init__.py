@@ -5,8 +5,9 @@ arrays filled in place, an integer status or count out; no Python objects.
 Validation and conversion happen in the thin Python layer of :mod:`dlnmomentum`.
 
 Importing this package has one side effect: it calls :func:`.cache.drop_stale_caches`,
-which may delete the in-tree Numba cache files (``__pycache__/*.nbi``, ``*.nbc``) of
-these modules and writes a digest of their sources next to them. Why: Numba keys a
+which may delete the Numba cache files (``*.nbi``, ``*.nbc``) of these modules (in
+``__pycache__``, or where Numba caches them instead: under ``NUMBA_CACHE_DIR``, or the
+user-wide cache of a read-only install) and writes a digest of their sources next to them. Why: Numba keys a
 cached function by its own file only, but the kernels inline each other (and freeze
 each other's constants), so after an edit of one module the cached code of another
 would load and silently differ from the source; the digest covers every ``*.py``

@@ -9,26 +9,66 @@ the machine code of every kernel that reads them. After an edit of one module, t
 cached code of the others would still load and silently differ from the source.
 :func:`drop_stale_caches` closes that gap; :mod:`dlnmomentum.kernels` calls it when it
 is imported.
+
+Numba caches the kernels in the in-tree ``__pycache__`` only where no ``NUMBA_CACHE_DIR`` is
+set and that directory is writable; otherwise in ``NUMBA_CACHE_DIR`` or the user-wide cache
+directory (a read-only install), under a subdirectory named after the kernels' directory. The
+same gap is there, so the digest guards whichever of these directories Numba uses
+(:func:`numba_cache_dir`).
 """
 
 import hashlib
 import os
+import tempfile
 
-#: Name of the stamp file (in the in-tree Numba cache directory) holding the digest of the kernel sources.
+#: Name of the stamp file holding the digest of the kernel sources (in their Numba cache directory, numba_cache_dir).
 SOURCES_STAMP = "kernels-sources.sha256"
 
 
+def cache_subpath(here):
+    """The subdirectory of ``NUMBA_CACHE_DIR`` or of the user-wide cache that Numba caches the modules of the
+    directory ``here`` in (``numba.core.caching``'s ``get_suitable_cache_subpath``: the directory's name and the
+    SHA-1 of its absolute path, not resolved through symlinks)."""
+    path = os.path.abspath(here)
+    return "_".join([os.path.basename(path), hashlib.sha1(path.encode()).hexdigest()])
+
+
+def numba_cache_dir(here):
+    """The directory Numba caches the functions of the modules in ``here`` in, found as Numba finds it: the first
+    of ``NUMBA_CACHE_DIR``/:func:`cache_subpath`, ``here/__pycache__`` and the user-wide cache/:func:`cache_subpath`
+    that exists or can be made and takes a new file; None if none does (Numba then does not cache them)."""
+    from numba.core import config
+    from numba.misc.appdirs import AppDirs
+
+    candidates = [os.path.join(here, "__pycache__"),
+                  os.path.join(AppDirs(appname="numba", appauthor=False).user_cache_dir, cache_subpath(here))]
+    if config.CACHE_DIR:
+        candidates.insert(0, os.path.join(config.CACHE_DIR, cache_subpath(here)))
+    for path in candidates:
+        try:
+            os.makedirs(path, exist_ok=True)
+            tempfile.TemporaryFile(dir=path).close()
+        except OSError:
+            continue
+        return path
+    return None
+
+
 def drop_stale_caches(here=None):
-    """Empty the in-tree Numba cache of the kernel modules when any of their sources changed.
+    """Empty the Numba cache of the kernel modules when any of their sources changed.
 
     A digest of every ``*.py`` file in ``here`` (default: the kernels' directory),
-    kept next to the cache in ``__pycache__/SOURCES_STAMP``, detects any edit; on a
-    mismatch every ``.nbi``/``.nbc`` entry goes and the new digest is written. Returns
-    True if the cache was dropped. Read-only installs (Numba then caches elsewhere, by
-    file stamps) and any other I/O error are left alone (returns False).
+    kept next to the cache (the directory :func:`numba_cache_dir` finds, as Numba does:
+    ``__pycache__``, or under ``NUMBA_CACHE_DIR`` or the user-wide cache directory) in
+    ``SOURCES_STAMP``, detects any edit; on a mismatch every ``.nbi``/``.nbc`` entry
+    goes and the new digest is written. Returns True if the cache was dropped. Any I/O
+    error (no writable cache directory, another process dropping the same entries at
+    the same moment: it writes the stamp) is left alone (returns False).
     """
     here = os.path.dirname(os.path.abspath(__file__)) if here is None else here
-    cache = os.path.join(here, "__pycache__")
+    cache = numba_cache_dir(here)
+    if cache is None:
+        return False
     try:
         digest = hashlib.sha256()
         for name in sorted(os.listdir(here)):

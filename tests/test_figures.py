@@ -179,3 +179,30 @@ def test_findings_script_prints_every_finding_from_the_stores(tiny):
     line = next(x for x in out.stdout.splitlines() if x.startswith("(g) "))
     assert f"{fit} of {int(done.sum())} runs reach train loss" in line
     assert f"cap {designs.settings('tiny')['steps']} steps" in line
+
+
+def test_a_part_sweep_another_process_writes_is_waited_for(tmp_path, monkeypatch):
+    # Figures that share a sweep, computed at the same time into one --out (a job array), both need its part
+    # store: the second used to stop with StoreLockedError; it waits for the writer, then reads the part.
+    import threading
+
+    from dlnmomentum.store.files import WriterLock
+
+    args = dict(gammas=[0.01, 0.05], betas=[0.0, 0.5], steps=100, reps=1)
+    first = common.run_sweep(str(tmp_path / "a"), dict(n=8, d=13, s=3), log=lambda line: None, **args)
+    name = next((tmp_path / "a").glob("sweep-*.h5")).name
+    (tmp_path / "b").mkdir()
+    lock = WriterLock.acquire(str(tmp_path / "b" / name), "writing a sweep")  # a live writer holds the part
+    monkeypatch.setattr(common, "PART_WAIT_SECONDS", 0.05, raising=False)
+    lines = []
+    timer = threading.Timer(0.5, lock.release)
+    timer.start()
+    try:
+        second = common.run_sweep(str(tmp_path / "b"), dict(n=8, d=13, s=3), log=lines.append, **args)
+    finally:
+        timer.cancel()
+        lock.release()
+    assert "waiting for the process that computes it" in lines[0] and len(lines) == 2
+    assert second.complete
+    for field in ("train_loss", "theta", "status"):
+        assert np.asarray(second[field]).tobytes() == np.asarray(first[field]).tobytes()

@@ -1,6 +1,7 @@
 """MGD/SMGD kernel against plain NumPy references, closed forms and the paper's identities."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -383,8 +384,12 @@ def test_config_fma_rounds_once():
     assert (out == -(2.0**-60)).all()
 
 
-def test_in_tree_numba_cache_is_dropped_when_any_kernel_source_changes(tmp_path):
+def test_in_tree_numba_cache_is_dropped_when_any_kernel_source_changes(tmp_path, monkeypatch):
+    from numba.core import config
+
     from dlnmomentum.kernels import drop_stale_caches
+
+    monkeypatch.setattr(config, "CACHE_DIR", "")  # (a NUMBA_CACHE_DIR would take the place of __pycache__)
 
     (tmp_path / "mgd.py").write_text("x = 1\n")
     (tmp_path / "flow.py").write_text("y = 2\n")
@@ -404,3 +409,56 @@ def test_in_tree_numba_cache_is_dropped_when_any_kernel_source_changes(tmp_path)
     (tmp_path / "mgd.py").write_text("x = 3\n")  # an edit of another module
     assert drop_stale_caches(str(tmp_path))
     assert not (cache / "flow._f-1.py311.nbi").exists() and not (cache / "flow._f-1.py311.1.nbc").exists()
+
+
+_CROSS_MODULE = """
+import sys
+sys.path.insert(0, {src!r})
+from dlnmomentum.kernels.cache import drop_stale_caches
+drop_stale_caches({src!r})
+import outer
+print(outer.f())
+"""
+
+
+@pytest.mark.parametrize("where", ["NUMBA_CACHE_DIR", "user-wide"])
+def test_numba_cache_outside_the_tree_is_dropped_when_any_source_changes(tmp_path, where):
+    # Numba caches in NUMBA_CACHE_DIR when it is set, and in the user-wide cache directory when the in-tree
+    # __pycache__ cannot be written (a read-only install; here a file of that name): a cached function that inlines
+    # another module's must not come back from there after that module changed (it used to: 1 after the edit).
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "outer.py").write_text("from numba import njit\nimport inner\n\n\n@njit(cache=True)\n"
+                                  "def f():\n    return inner.g()\n")
+    (src / "inner.py").write_text("from numba import njit\n\n\n@njit\ndef g():\n    return 1\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(dm.__file__)),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    env.pop("NUMBA_CACHE_DIR", None)
+    if where == "NUMBA_CACHE_DIR":
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
+    else:
+        (src / "__pycache__").write_text("not a directory")
+        env["XDG_CACHE_HOME"] = str(tmp_path / "user-cache")
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", _CROSS_MODULE.format(src=str(src))], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and "Warning" not in out.stderr, out.stderr
+        return int(out.stdout)
+
+    assert run() == 1
+    (src / "inner.py").write_text("from numba import njit\n\n\n@njit\ndef g():\n    return 2\n")
+    assert run() == 2
+    cached = list((tmp_path / ("numba-cache" if where == "NUMBA_CACHE_DIR" else "user-cache")).rglob("outer.f-*.nbi"))
+    assert len(cached) == 1 and (cached[0].parent / "kernels-sources.sha256").exists()
+
+
+def test_cache_subpath_is_numbas():
+    from numba.core import caching
+
+    from dlnmomentum.kernels.cache import cache_subpath
+
+    locator = getattr(caching, "UserWideCacheLocator", None) or caching._UserWideCacheLocator
+    here = os.path.join(os.path.dirname(dm.__file__), "kernels")
+    assert cache_subpath(here) == locator.get_suitable_cache_subpath(os.path.join(here, "mgd.py"))

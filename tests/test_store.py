@@ -280,6 +280,28 @@ def test_existing_store_is_never_overwritten(small_problem, tmp_path):
     assert (tmp_path / "notes.txt").read_text() == "keep me"
 
 
+def test_store_written_by_another_process_just_before_the_lock_is_kept(small_problem, tmp_path, monkeypatch):
+    # Between the "exists?" check and the lock, another writer may create the store, finish and let go of its lock
+    # (processes started together on the same store): the store it wrote must stay, not be deleted and replaced.
+    path = tmp_path / "r.h5"
+    acquire = store_writer.WriterLock.acquire
+    other = {}
+
+    def finishes_first(store, purpose):
+        if not other:
+            monkeypatch.setattr(store_writer.WriterLock, "acquire", acquire)
+            other["result"] = dm.mgd(small_problem, 0.05, 0.8, steps=300, store=path)  # the other process
+        return acquire(store, purpose)
+
+    monkeypatch.setattr(store_writer.WriterLock, "acquire", finishes_first)
+    with pytest.raises(S.StoreExistsError, match="already exists"):
+        dm.mgd(small_problem, 0.02, 0.5, steps=200, store=path)
+    kept = S.open_store(path).result
+    assert (kept.gamma, kept.beta, kept.steps_done) == (0.05, 0.8, 300)
+    assert_same_result(other["result"], kept)
+    assert not os.path.exists(str(path) + ".lock")
+
+
 def test_concurrent_writer_is_refused_then_killed_writer_resumes(tmp_path, reference):
     path = tmp_path / "r.h5"
     env = dict(os.environ, PYTHONPATH=ROOT)

@@ -31,6 +31,7 @@ from ..api import sweep
 from ..runs.points import converged, flag_attributes
 from ..store.files import (
     StoreError,
+    StoreLockedError,
     attr_str,
     guarded,
     memory_h5,
@@ -60,16 +61,30 @@ def check_size(size):
 
 # -- sweeps kept in the figure store -----------------------------------------------------------------
 
+#: Seconds between two looks at a part sweep that another process is writing.
+PART_WAIT_SECONDS = 1.0
+
+
 def run_sweep(parts_dir, spec, log=print, **kwargs):
     """``dlnmomentum.sweep(spec, **kwargs)`` into a resumable store under ``parts_dir`` named by its inputs.
 
     A finished store with the same inputs is read back without running anything; an interrupted one
-    is continued.
+    is continued. One that another process is writing (figures that share a sweep, computed at the same
+    time into the same ``parts_dir``) is waited for, then read back or continued.
     """
     key = hashlib.sha256(json.dumps(to_jsonable({"spec": spec, **kwargs}), sort_keys=True).encode()).hexdigest()
     os.makedirs(parts_dir, exist_ok=True)
     path = os.path.join(parts_dir, f"sweep-{key[:16]}.h5")
-    sw = sweep(spec, store=path, resume=os.path.exists(path), progress=False, **kwargs)
+    waiting = False
+    while True:
+        try:  # (resume=True also creates a missing store: no window between an exists check and the lock)
+            sw = sweep(spec, store=path, resume=True, progress=False, **kwargs)
+            break
+        except StoreLockedError as exc:
+            if not waiting:
+                log(f"  sweep {os.path.basename(path)}: waiting for the process that computes it ({exc})")
+                waiting = True
+            time.sleep(PART_WAIT_SECONDS)
     if not sw.complete:
         raise KeyboardInterrupt(f"sweep {path} interrupted; run the figure again to continue it")
     log(f"  sweep {os.path.basename(path)}: {status_line(sw)}")

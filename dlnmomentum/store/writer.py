@@ -626,12 +626,11 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
     checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
     overwrite = as_bool("overwrite", overwrite)
     path = real_path(path)  # through a symlink: the file it leads to is locked and written, the link stays
+    exists = StoreExistsError(f"store {path} already exists; pass overwrite=True (--overwrite) to replace "
+                              f"it, or dlnmomentum.resume({path!r}) (`{command('resume', path)}`) to continue it")
     if os.path.lexists(path) and not overwrite:
-        holder = lock_holder(path)
-        if holder is not None:  # another writer is writing it: that, not "exists", is what stops this one
-            raise locked_error(path, holder)
-        raise StoreExistsError(f"store {path} already exists; pass overwrite=True (--overwrite) to replace "
-                               f"it, or dlnmomentum.resume({path!r}) (`{command('resume', path)}`) to continue it")
+        holder = lock_holder(path)  # another writer is writing it: that, not "exists", is what stops this one
+        raise exists if holder is None else locked_error(path, holder)
     if overwrite:
         require_regular_or_absent(path, "run")  # a device, FIFO, ...: refused before a lock file is made next to it
     with deferred_signals() as flag:
@@ -639,6 +638,8 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
         try:
             if overwrite:
                 require_overwritable(path, "run")  # only a run store that this package wrote is replaced
+            elif os.path.lexists(path):  # another process wrote it, and let go of its lock, since the check above
+                raise exists
             with signals_held():
                 _remove_store_files(path)
                 writer = _create(path, run, lock, checkpoint_every)
