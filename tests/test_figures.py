@@ -71,6 +71,25 @@ def test_stores_are_kept_without_overwrite(tiny, tmp_path, capsys):
     assert main(["plot", str(tmp_path / "nothing.h5")]) == 2
 
 
+def test_two_processes_making_one_figure_store_write_different_temporary_files(tmp_path, monkeypatch):
+    # two processes computing the same figure into one --out: each writes its own temporary file, so their
+    # writes cannot interleave in one file that is then renamed into place
+    path = str(tmp_path / "mgf-triple.h5")
+    written = []
+    image = common.write_h5_image
+    monkeypatch.setattr(common, "write_h5_image", lambda f, tmp: (written.append(tmp), image(f, tmp)))
+    made = []
+    for pid in (111, 222):
+        monkeypatch.setattr(common.os, "getpid", lambda pid=pid: pid)
+        made.append(common.new_store(path, "mgf-triple", "tiny"))
+    for f, tmp in made:
+        common.finish_store(f, tmp, path, {"a": 1}, {"b": 2})
+    assert len(set(written)) == 2 and all(str(tmp_path) in name for name in written)
+    assert sorted(os.listdir(tmp_path)) == ["mgf-triple.h5"]
+    with h5py.File(path, "r") as f:
+        assert f.attrs["kind"] == "figure" and f.attrs["figure"] == "mgf-triple"
+
+
 def test_plot_refuses_a_sweep_store(tiny, capsys):
     part = next((tiny / "parts").glob("sweep-*.h5"))
     assert main(["plot", str(part)]) == 2

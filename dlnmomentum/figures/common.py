@@ -237,9 +237,10 @@ def setting_text(setting):
 
 
 def new_store(path, name, size, overwrite=False):
-    """Create the figure store ``path`` (as ``path.creating``, renamed when complete).
+    """Create the figure store ``path`` (as ``path.creating<pid>.tmp``, renamed when complete).
 
-    An existing store is never replaced without ``overwrite``.
+    An existing store is never replaced without ``overwrite``. The temporary name is the process's own: two
+    processes computing the same figure into one ``--out`` never write the same temporary file.
     """
     if os.path.exists(path) and not overwrite:
         from ..store.files import StoreExistsError, command
@@ -250,7 +251,7 @@ def new_store(path, name, size, overwrite=False):
         from ..store.kinds import require_overwritable
 
         require_overwritable(path, "figure")
-    tmp = path + ".creating"
+    tmp = f"{path}.creating{os.getpid()}.tmp"
     f = memory_h5(tmp)  # built in memory, written once complete: a full disk cannot leave a half-made file
     from .. import __version__
 
