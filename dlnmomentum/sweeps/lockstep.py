@@ -19,7 +19,7 @@ from ..kernels import layout as KL
 from ..kernels import sweep as KS
 from ..kernels.layout import round_up
 from ..runs.common import gradient_mode, initial_weights, uses_hessian
-from ..runs.points import mgd_point
+from ..runs.points import mgd_points
 
 #: Target wall-clock seconds of one kernel call (progress and Ctrl-C granularity).
 CHUNK_SECONDS = 0.25
@@ -172,11 +172,9 @@ def finish_mgd_points(plan, points, outputs, w_plus0, w_minus0):
     """
     OUT_F, OUT_I, OUT_STATUS, OUT_STEPS = outputs
     cfg = plan.config
-    results = []
-    for local, p in enumerate(points):
-        r, _, beta = plan.gamma_beta(p)
-        results.append(mgd_point(plan.problem_for(r), beta, OUT_F[local], OUT_I[local],
-                                 OUT_STATUS[local], OUT_STEPS[local], w_plus0, w_minus0, cfg["theory"],
-                                 cfg["theory_tol"]))
-    return results
-
+    npts = len(points)
+    # the whole wave at once (mgd_points): one call per point was most of a short-run sweep's time
+    reps, rest = np.divmod(np.asarray(points, dtype=np.int64), int(np.prod(plan.grid_shape)))
+    betas = plan.point_beta.ravel()[rest]
+    return mgd_points([plan.problem_for(int(r)) for r in reps], betas, OUT_F[:npts], OUT_I[:npts], OUT_STATUS,
+                      OUT_STEPS, w_plus0, w_minus0, cfg["theory"], cfg["theory_tol"])

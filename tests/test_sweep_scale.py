@@ -1,0 +1,84 @@
+"""Sweeps of many points: the per-wave work is done once per wave (not per point, per chunk or per file byte),
+and a wave's memory is bounded; every result bit stays that of the single runs."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from dlnmomentum.kernels import layout as KL
+from dlnmomentum.runs.mgd import derived_fields, initial_state
+from dlnmomentum.runs.points import FIELDS, SCALAR_FIELDS, VECTOR_FIELDS, point_columns
+from dlnmomentum.store.sweep_format import _touched_chunks
+
+SPEC = {"n": 20, "d": 30, "s": 5}
+
+
+def test_derived_fields_of_many_states_are_those_of_each_state():
+    # a wave's states in one call: each point's fields the bits of its own call (the single run's)
+    rng = np.random.default_rng(0)
+    d, npts = 7, 5
+    w0p, w0m = np.full(d, 0.3), np.full(d, 0.2)
+    fstates, istates = initial_state(w0p, w0m, count=npts)
+    fstates[:] = rng.normal(size=fstates.shape)
+    fstates[2, KL.W_PLUS, 3] = 0.0  # log of 0: -inf, then inf/NaN, as in the single run
+    istates[1, KL.CROSS_MINUS, 4] = 2
+    betas = np.array([0.0, 0.5, 0.9, 0.99, 0.3])
+    with np.errstate(all="ignore"):
+        many = derived_fields(fstates, istates, betas, w0p, w0m)
+        for i in range(npts):
+            one = derived_fields(fstates[i].copy(), istates[i].copy(), float(betas[i]), w0p, w0m)
+            for name, value in one.items():
+                if name == "crossed":
+                    assert isinstance(value, bool) and value == bool(many[name][i])
+                else:
+                    assert many[name][i].tobytes() == value.tobytes(), name
+            # the formulas of the docstring, in plain NumPy
+            wp, wm = fstates[i, KL.W_PLUS], fstates[i, KL.W_MINUS]
+            s_plus = ((fstates[i, KL.S_SUM_PLUS] + fstates[i, KL.S_COMP_PLUS]) / (1.0 - betas[i])
+                      - np.log(np.abs(wp / w0p)))
+            assert np.array_equal(many["s_plus"][i], s_plus, equal_nan=True)
+            assert np.array_equal(many["theta"][i], 0.25 * (wp * wp - wm * wm))
+    assert many["crossed"].tolist() == [False, True, False, False, False]
+
+
+def test_point_columns_are_the_fields_point_by_point():
+    d = 3
+    points = [{name: (np.arange(d) + k if name in VECTOR_FIELDS else k) for name in FIELDS} for k in range(4)]
+    del points[2]["prediction_gap"]  # a field a point lacks: NaN
+    cols = point_columns(points)
+    assert set(cols) == set(FIELDS)
+    for name in FIELDS:
+        dtype = (SCALAR_FIELDS.get(name) or VECTOR_FIELDS[name])[0]
+        want = np.asarray([p.get(name, np.nan) for p in points], dtype=dtype)
+        assert cols[name].dtype == want.dtype and np.array_equal(cols[name], want, equal_nan=True)
+    assert point_columns(cols) is cols
+
+
+@pytest.mark.parametrize("shape, chunks", [((3, 7, 5), (1, 1, 5)), ((3, 7, 5, 4), (1, 1, 5, 4)),
+                                           ((4, 11), (1, 11)), ((1, 9), (1, 9)), ((3, 7, 5), (2, 3, 5))])
+def test_touched_chunks_are_whole_chunks_merged_into_few_writes(shape, chunks):
+    grid = shape[:2] if len(shape) == 2 else shape[:3]
+    npts = int(np.prod(grid))
+    all_chunks = [tuple(slice(k * c, min(k * c + c, n)) for k, c, n in zip(key, chunks, shape, strict=True))
+                  for key in itertools.product(*(range(-(-n // c)) for n, c in zip(shape, chunks, strict=True)))]
+    rng = np.random.default_rng(1)
+    waves = [np.arange(npts), np.arange(3, npts - 4), np.sort(rng.choice(npts, 6, replace=False))]
+    for wave in waves:
+        idx = np.unravel_index(wave, grid)
+        sels = list(_touched_chunks(shape, chunks, idx))
+        covered = np.zeros(shape, dtype=int)
+        for sel in sels:
+            covered[sel] += 1
+        touched = np.zeros(shape, dtype=bool)
+        touched[idx] = True
+        # exactly the chunks holding a point of the wave, each once, each whole
+        for c in all_chunks:
+            want = int(touched[c].any())
+            assert np.all(covered[c] == want)
+        # consecutive chunks along the last axis cut into chunks are one selection: a wave of consecutive
+        # points is written in one selection per run of chunks, not one per chunk
+        if len(wave) == npts and chunks[:2] == (1, 1) and len(grid) == 3:
+            assert len(sels) == shape[0]
+        if len(wave) == npts and len(grid) == 2:
+            assert len(sels) == 1
