@@ -2,14 +2,18 @@
 and a wave's memory is bounded; every result bit stays that of the single runs."""
 
 import itertools
+import tracemalloc
 
 import numpy as np
 import pytest
 
+import dlnmomentum as dm
 from dlnmomentum.kernels import layout as KL
 from dlnmomentum.runs.mgd import derived_fields, initial_state
 from dlnmomentum.runs.points import FIELDS, SCALAR_FIELDS, VECTOR_FIELDS, point_columns
 from dlnmomentum.store.sweep_format import _touched_chunks
+from dlnmomentum.sweeps import lockstep
+from dlnmomentum.sweeps.plan import Plan, make_config
 
 SPEC = {"n": 20, "d": 30, "s": 5}
 
@@ -82,3 +86,48 @@ def test_touched_chunks_are_whole_chunks_merged_into_few_writes(shape, chunks):
             assert len(sels) == shape[0]
         if len(wave) == npts and len(grid) == 2:
             assert len(sels) == 1
+
+
+def test_waves_of_short_runs_are_bounded_in_memory_and_keep_the_bits(monkeypatch):
+    problem = dm.sparse_regression(**SPEC, seed=0)
+    kw = dict(gammas=np.geomspace(1e-3, 1.0, 24), betas=np.linspace(0.0, 0.95, 20), steps=30, reps=1,
+              progress=False)
+    whole = dm.sweep(problem, wave_size=480, **kw)  # one wave
+    plan_engine = {}
+    orig = lockstep.LockstepEngine.run_wave
+
+    def run_wave(self, points, flag, bar):
+        plan_engine.setdefault("sizes", []).append(len(points))
+        plan_engine["cap"] = self.max_wave_points()
+        return orig(self, points, flag, bar)
+
+    monkeypatch.setattr(lockstep.LockstepEngine, "run_wave", run_wave)
+    monkeypatch.setattr(lockstep, "WAVE_STATE_BYTES", 64 * lockstep.LockstepEngine(
+        Plan(*_config(problem, kw)), 8).wave_bytes_per_point())
+    cut = dm.sweep(problem, **kw)
+    unit = 8 * lockstep.threads()
+    assert plan_engine["cap"] == 64
+    assert len(plan_engine["sizes"]) > 1 and max(plan_engine["sizes"]) <= max(64 // unit * unit, unit)
+    for name in FIELDS:
+        assert whole[name].tobytes() == cut[name].tobytes(), name
+
+
+def _config(problem, kw):
+    return make_config(problem, kw["gammas"], kw["betas"], None, kw["steps"], None, kw["reps"], None, 0, None, 0.01,
+                       False, "auto", False, 1e-8)
+
+
+def test_wave_state_estimate_covers_what_a_wave_allocates():
+    problem = dm.sparse_regression(**SPEC, seed=0)
+    kw = dict(gammas=np.geomspace(1e-3, 1e-1, 32), betas=np.linspace(0.0, 0.9, 32), steps=3, reps=1)
+    engine = lockstep.LockstepEngine(Plan(*_config(problem, kw)), 8)
+    points = list(range(1024))
+    engine.run_wave(points[:16], {"signum": None}, None)  # (loads the kernel)
+    tracemalloc.start()
+    try:
+        engine.run_wave(points, {"signum": None}, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    per_point = engine.wave_bytes_per_point()
+    assert per_point * len(points) <= peak <= 1.25 * per_point * len(points) + (1 << 20)

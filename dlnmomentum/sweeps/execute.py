@@ -179,6 +179,7 @@ def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"
                     store.write_points(plan, wave, results, session)
                 record(plan, data, done, wave, results)  # (after the write: `done` counts the points in the store)
                 written += len(wave)
+                outputs = results = None  # (not held while the next wave allocates its own)
                 if log is not None:
                     log(f"wrote {written}/{len(pending)} pending points ({int(done.sum())}/{done.size} done)")
                 if interrupted or flag["signum"] is not None:

@@ -23,6 +23,10 @@ from ..runs.points import mgd_points
 
 #: Target wall-clock seconds of one kernel call (progress and Ctrl-C granularity).
 CHUNK_SECONDS = 0.25
+#: The most bytes of an automatic wave's lane state and outputs (:meth:`LockstepEngine.max_wave_points`). A wave
+#: sized by time alone held every point of a sweep of short runs at once: ~10 kB per point (n=20, d=30), 7 times
+#: the point fields, 1 GB for 10^5 points.
+WAVE_STATE_BYTES = 256 << 20
 
 def aligned(shape, dtype=np.float64, align=64):
     """Zeros with a 64-byte aligned start (every SIMD access of the kernel stays inside a cache line)."""
@@ -60,6 +64,20 @@ class LockstepEngine:
 
     def cost_per_point(self):
         return self.steps * self.ns_per_run_step * 1e-9
+
+    def wave_bytes_per_point(self):
+        """Bytes :meth:`run_wave` allocates per point: the group state (a group's share), the lane parameters, the
+        integer state, the random state and the permutation, and the outputs."""
+        nf = KS.frames_for(self.n, self.d)
+        state = nf * KS.FR + KS.N_LANE_PARAMS * KS.LW
+        per_group = state + KS.LW * (KL.N_INT_ROWS * self.d + 1 + 4 + self.n + 2 + 2)
+        outputs = (KL.N_FLOAT_ROWS + KL.N_INT_ROWS) * self.d + 2
+        return 8 * (-(-per_group // KS.LW) + outputs)
+
+    def max_wave_points(self):
+        """Most points of an automatic wave: :data:`WAVE_STATE_BYTES` over :meth:`wave_bytes_per_point`. (Read by
+        :func:`.execute.waves`; the results of the points do not depend on how they are cut into waves.)"""
+        return max(1, WAVE_STATE_BYTES // self.wave_bytes_per_point())
 
     def _rep_data(self, rep):
         got = self._data.get(rep)
