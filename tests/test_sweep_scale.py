@@ -11,6 +11,7 @@ import dlnmomentum as dm
 from dlnmomentum.kernels import layout as KL
 from dlnmomentum.runs.mgd import derived_fields, initial_state
 from dlnmomentum.runs.points import FIELDS, SCALAR_FIELDS, VECTOR_FIELDS, point_columns
+from dlnmomentum.store import global_heap
 from dlnmomentum.store.sweep_format import _touched_chunks
 from dlnmomentum.sweeps import lockstep
 from dlnmomentum.sweeps.plan import Plan, make_config
@@ -131,3 +132,22 @@ def test_wave_state_estimate_covers_what_a_wave_allocates():
         tracemalloc.stop()
     per_point = engine.wave_bytes_per_point()
     assert per_point * len(points) <= peak <= 1.25 * per_point * len(points) + (1 << 20)
+
+
+def test_a_sweep_writer_scans_its_store_once_not_before_every_wave(tmp_path, monkeypatch):
+    # the scan for damaged global heaps reads the whole file: once per wave made a sweep quadratic in its size
+    scans = []
+    orig = global_heap.scan
+    monkeypatch.setattr(global_heap, "scan", lambda *a: scans.append(a[1]) or orig(*a))
+    path = str(tmp_path / "s.h5")
+    sw = dm.sweep(SPEC, gammas=np.geomspace(1e-3, 1e-1, 16), betas=np.linspace(0.0, 0.9, 12), steps=10,
+                  wave_size=16, store=path, progress=False)
+    assert sw.complete
+    assert len(scans) <= 3  # the new store, the session start, the final read: not one per wave (12 waves)
+    # a file changed by another hand is scanned again
+    with open(path, "r+b") as fh:
+        fh.seek(0, 2)
+        fh.write(b"\0" * 8)
+    before = len(scans)
+    dm.open_sweep(path)
+    assert len(scans) > before

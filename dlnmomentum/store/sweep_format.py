@@ -62,6 +62,7 @@ from .files import (
     verify_guarded,
     write_h5_image,
 )
+from .global_heap import file_key, keep_clean
 from .kinds import SWEEP_FORMAT, kind_of, wrong_kind
 
 FORMAT_NAME = SWEEP_FORMAT  # (defined with the other kinds of file, store.kinds.FORMATS)
@@ -316,6 +317,7 @@ class SweepFile:
             memory[name][idx] = columns[name].astype(memory[name].dtype, copy=False)
         memory["session"][idx] = session
         with signals_held():
+            before = file_key(self.path)  # (the key of the scan of its global heaps, made as it is opened)
             try:
                 # no chunk cache: a chunk goes to the file in the write call itself, so a failed write (a full
                 # disk) raises there, not later, ignored, when HDF5 evicts the chunk
@@ -335,6 +337,7 @@ class SweepFile:
             except (OSError, RuntimeError, ValueError) as exc:
                 memory["done"][idx] = 0  # as on disk: a session that goes on rewrites them
                 raise _write_failed(self.path, exc, done_before) from exc
+            keep_clean(self.path, before)  # chunks rewritten in place: its global heaps are as they were
 
     def _write_chunks(self, f, names, idx):
         touched = {}  # (the selections, found once per layout of dataset: scalar and vector fields)
