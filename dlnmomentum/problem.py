@@ -159,14 +159,21 @@ class Problem:
 
     def train_loss(self, theta):
         """L(θ) = ‖Xθ - y‖²/(2n) of a finite θ of shape (d,) (inf when a finite θ is so large that it overflows)."""
-        theta = self._theta(theta)
+        return self._train_loss(self._theta(theta))
+
+    def test_loss(self, theta):
+        """Same loss on the test set (NaN without one); θ is checked as in :meth:`train_loss`."""
+        return self._test_loss(self._theta(theta))
+
+    # The losses of a θ already checked (a fresh C-contiguous finite float64 (d,) array, as `_theta` makes it):
+    # the one arithmetic of both, called directly by the sweep points (`runs.points`), where the check of every
+    # point's θ was most of the per-point cost of a sweep of short runs.
+    def _train_loss(self, theta):
         with np.errstate(over="ignore", invalid="ignore"):
             r = self.X @ theta - self.y
             return _squared_mean(r)
 
-    def test_loss(self, theta):
-        """Same loss on the test set (NaN without one); θ is checked as in :meth:`train_loss`."""
-        theta = self._theta(theta)
+    def _test_loss(self, theta):
         if self.n_test == 0:
             return float("nan")
         with np.errstate(over="ignore", invalid="ignore"):

@@ -87,6 +87,19 @@ VECTOR_FIELDS = {
                                "(theory=True)"),
 }
 FIELDS = tuple(SCALAR_FIELDS) + tuple(VECTOR_FIELDS)
+
+
+def point_columns(results):
+    """The fields of finished points, a list of point dicts, as one array per field of :data:`FIELDS` (in its
+    dtype; NaN where a point has no value). Columns already made are returned as they are: the writer and the
+    in-memory grid of a sweep take the same columns, made once per wave (made for each, and field by field
+    point by point, they cost as much as the kernels of a sweep of short runs)."""
+    if isinstance(results, dict):
+        return results
+    dtypes = {name: dtype for name, (dtype, _) in {**SCALAR_FIELDS, **VECTOR_FIELDS}.items()}
+    return {name: np.asarray([res.get(name, np.nan) for res in results], dtype=dtypes[name]) for name in FIELDS}
+
+
 #: The run parameters of a point (a dim, or an array over the grid computed from the sweep's configuration).
 PARAMETER_FIELDS = {
     "gamma": (np.float64, "step size gamma of the MGD/SMGD run"),
@@ -187,23 +200,45 @@ def theory_fields(problem, theta, delta_inf, theta0_tilde, status, train_loss, t
 
 def mgd_point(problem, beta, fstate, istate, status, steps_done, w_plus0, w_minus0, theory, theory_tol):
     """The fields of one MGD/SMGD point from its kernel state (the formulas of ``MGDRun.finish``)."""
-    f = derived_fields(fstate, istate, beta, w_plus0, w_minus0)
-    theta = f["theta"]
-    train_loss = problem.train_loss(theta)
-    delta_norm = norm2(f["delta_inf"])  # (a diverged point may be huge)
-    out = {"test_loss": problem.test_loss(theta), "train_loss": train_loss,
-           "delta_inf_norm": delta_norm, "l1_norm": float(np.abs(theta).sum()),
-           "crossed": int(f["crossed"]), "status": int(status), "steps_done": int(steps_done),
-           "sign_changes": int(istate[KL.CROSS_PLUS].sum() + istate[KL.CROSS_MINUS].sum()),
-           "s_plus": f["s_plus"], "s_minus": f["s_minus"], "theta": theta, "delta_inf": f["delta_inf"],
-           "theta0_tilde": f["theta0_tilde"]}
-    out.update(no_theory(theta.shape[0]))
-    if theory:
-        from ..theory.entropy import _reference_mirror
+    return mgd_points([problem], [beta], np.asarray(fstate)[None], np.asarray(istate)[None], [status],
+                      [steps_done], w_plus0, w_minus0, theory, theory_tol)[0]
 
-        mirror = _reference_mirror(w_plus0, w_minus0, f["s_plus"], f["s_minus"], f["delta_inf"])
-        out.update(theory_fields(problem, theta, f["delta_inf"], f["theta0_tilde"], status, train_loss, theory_tol,
-                                 mirror))
+
+def mgd_points(problems, betas, fstates, istates, statuses, steps_done, w_plus0, w_minus0, theory, theory_tol):
+    """The fields of many MGD/SMGD points (a list of dicts, as :func:`mgd_point` each) from their kernel states
+    ``fstates``/``istates`` (a leading point axis), ``problems``/``betas``/``statuses``/``steps_done`` one per point.
+
+    :func:`~dlnmomentum.runs.mgd.derived_fields` takes the whole wave in one call (element-wise: the bits of each
+    single run); what is left per point are the losses (the same matrix-vector products as the single run, on
+    a fresh copy of θ as :meth:`Problem.train_loss` makes it), the norms and the theory.
+    """
+    betas = np.asarray(betas, dtype=np.float64)
+    f = derived_fields(fstates, istates, betas, w_plus0, w_minus0)
+    crossings = istates[:, KL.CROSS_PLUS, :].sum(axis=-1) + istates[:, KL.CROSS_MINUS, :].sum(axis=-1)
+    d = f["theta"].shape[-1]
+    finite = np.isfinite(f["theta"]).all(axis=-1)
+    out = []
+    for i, problem in enumerate(problems):
+        theta = f["theta"][i].copy()  # (a fresh array, as the single run's losses see it)
+        if finite[i]:  # (the checks of Problem.train_loss, done above for the whole wave)
+            train_loss, test_loss = problem._train_loss(theta), problem._test_loss(theta)
+        else:  # (never from the kernels, which stop a diverging run: the checked call says what is wrong)
+            train_loss, test_loss = problem.train_loss(theta), problem.test_loss(theta)
+        status = int(statuses[i])
+        point = {"test_loss": test_loss, "train_loss": train_loss,
+                 "delta_inf_norm": norm2(f["delta_inf"][i]),  # (a diverged point may be huge)
+                 "l1_norm": float(np.abs(theta).sum()), "crossed": int(f["crossed"][i]), "status": status,
+                 "steps_done": int(steps_done[i]), "sign_changes": int(crossings[i]),
+                 "s_plus": f["s_plus"][i], "s_minus": f["s_minus"][i], "theta": theta,
+                 "delta_inf": f["delta_inf"][i], "theta0_tilde": f["theta0_tilde"][i]}
+        point.update(no_theory(d))
+        if theory:
+            from ..theory.entropy import _reference_mirror
+
+            mirror = _reference_mirror(w_plus0, w_minus0, point["s_plus"], point["s_minus"], point["delta_inf"])
+            point.update(theory_fields(problem, theta, point["delta_inf"], point["theta0_tilde"], status,
+                                       train_loss, theory_tol, mirror))
+        out.append(point)
     return out
 
 

@@ -31,7 +31,15 @@ import numpy as np
 
 from ..driver import signals_held
 from ..problem import Problem
-from ..runs.points import ADDED_IN_V2, FIELDS, PARAMETER_FIELDS, SCALAR_FIELDS, VECTOR_FIELDS, flag_attributes
+from ..runs.points import (
+    ADDED_IN_V2,
+    FIELDS,
+    PARAMETER_FIELDS,
+    SCALAR_FIELDS,
+    VECTOR_FIELDS,
+    flag_attributes,
+    point_columns,
+)
 from .files import (
     READ_ERRORS,
     UNREPAIRABLE,
@@ -54,6 +62,7 @@ from .files import (
     verify_guarded,
     write_h5_image,
 )
+from .global_heap import file_key, keep_clean
 from .kinds import SWEEP_FORMAT, kind_of, wrong_kind
 
 FORMAT_NAME = SWEEP_FORMAT  # (defined with the other kinds of file, store.kinds.FORMATS)
@@ -97,6 +106,7 @@ class SweepFile:
     def __init__(self, path):
         self.path = path
         self._memory = None
+        self._created = None  # the plan of a store this object has just created (nothing written to it since)
 
     # -- creation ------------------------------------------------------------------------------------
     def create(self, plan):
@@ -119,6 +129,7 @@ class SweepFile:
             raise StoreError(f"cannot create sweep store {self.path}: {exc}; nothing was written") from exc
         os.replace(tmp, self.path)
         fsync_dir(self.path)
+        self._created = plan
 
     def _layout(self, f, plan):
         f.attrs["kind"] = "sweep"
@@ -211,8 +222,33 @@ class SweepFile:
         A damaged chunk raises :class:`StoreCorruptError` naming the dataset; with ``repair`` (the
         writer, before a session) the points it held are not done instead (the session recomputes them).
         A read that met a wave being written is read again (:func:`retry_busy`).
+
+        The writer's read of a store it has just created (under its lock, nothing written since) is not a read:
+        every point holds its fill value, and reading them back (every chunk, the whole file) took about a tenth
+        of a sweep of short runs.
         """
+        if repair and self._created is plan and self._memory is None:
+            return self._fresh(plan)
         return retry_busy(lambda: self._read(plan, repair))
+
+    def _fresh(self, plan):
+        """What :meth:`_read` with ``repair`` gives for the store :meth:`create` has just written for ``plan``."""
+        arrays = {}
+        for name in FIELDS:
+            dtype = (SCALAR_FIELDS.get(name) or VECTOR_FIELDS[name])[0]
+            shape = plan.shape + ((plan.d,) if name in VECTOR_FIELDS else ())
+            arrays[name] = np.full(shape, fill_value(dtype), dtype=dtype)
+        for name, (dtype, fill) in MASKS.items():
+            arrays[name] = np.full(plan.shape, fill, dtype=dtype)
+        config = json.loads(json.dumps(to_jsonable(plan.config)))
+        config["sessions"] = 0
+        arrays.update(plan.parameters())
+        done = arrays.pop("done").astype(bool)
+        session = arrays.pop("session")
+        self._memory = {name: arr.copy() for name, arr in arrays.items()}
+        self._memory.update(done=done.astype(np.uint8), session=session.copy())
+        self.repaired = 0
+        return arrays, done, session, config
 
     def _read(self, plan, repair):
         f, _ = open_h5(self.path)
@@ -295,17 +331,20 @@ class SweepFile:
         return n
 
     def write_points(self, plan, points, results, session):
-        """Write finished points: the chunks they touch, then (after a flush) the done mask."""
+        """Write finished points: the chunks they touch, then (after a flush) the done mask.
+
+        ``results``: the point dicts, or their :func:`~dlnmomentum.runs.points.point_columns`."""
         if self._memory is None:
             self.read(plan, repair=True)
         memory = self._memory
         idx = tuple(np.array(ix) for ix in np.unravel_index(np.asarray(points), plan.shape))
         done_before = int(memory["done"].sum())
+        columns = point_columns(results)
         for name in FIELDS:
-            values = [res.get(name, np.nan) for res in results]
-            memory[name][idx] = np.asarray(values, dtype=memory[name].dtype)
+            memory[name][idx] = columns[name].astype(memory[name].dtype, copy=False)
         memory["session"][idx] = session
         with signals_held():
+            before = file_key(self.path)  # (the key of the scan of its global heaps, made as it is opened)
             try:
                 # no chunk cache: a chunk goes to the file in the write call itself, so a failed write (a full
                 # disk) raises there, not later, ignored, when HDF5 evicts the chunk
@@ -325,26 +364,49 @@ class SweepFile:
             except (OSError, RuntimeError, ValueError) as exc:
                 memory["done"][idx] = 0  # as on disk: a session that goes on rewrites them
                 raise _write_failed(self.path, exc, done_before) from exc
+            keep_clean(self.path, before)  # chunks rewritten in place: its global heaps are as they were
 
     def _write_chunks(self, f, names, idx):
+        touched = {}  # (the selections, found once per layout of dataset: scalar and vector fields)
         for name in names:
             ds = f[name]
             arr = self._memory[name]
             if ds.chunks is None:  # a store written before checksums: contiguous datasets, written whole
                 ds[...] = arr
                 continue
-            for sel in _touched_chunks(ds.shape, ds.chunks, idx):
+            layout = (ds.shape, ds.chunks)
+            if layout not in touched:
+                touched[layout] = list(_touched_chunks(ds.shape, ds.chunks, idx))
+            for sel in touched[layout]:
                 ds[sel] = arr[sel]
 
 
 def _touched_chunks(shape, chunks, idx):
-    """The chunk selections of a dataset holding the grid points ``idx`` (index arrays of the grid axes)."""
+    """The selections of a dataset that hold the grid points ``idx`` (index arrays of the grid axes), each made of
+    whole chunks: the chunks the points touch, consecutive ones along the fastest grid axis cut into chunks
+    merged into one selection.
+
+    Merged, because HDF5 writes each whole chunk of a selection without reading it, as it writes a chunk
+    written alone, and one write call per chunk cost more than the kernels of a sweep of short runs (a
+    (5, 300, 300) grid has 1 500 chunks per dataset, written one by one in every wave).
+    """
     lead = len(idx)
-    keys = set(zip(*(np.asarray(ix) // c for ix, c in zip(idx, chunks[:lead], strict=True)), strict=True))
+    nchunks = [-(-n // c) for n, c in zip(shape[:lead], chunks[:lead], strict=True)]
+    keys = sorted(set(zip(*(np.asarray(ix) // c for ix, c in zip(idx, chunks[:lead], strict=True)), strict=True)))
+    # the last grid axis with more than one chunk: runs of consecutive chunks along it become one selection
+    axis = max((a for a in range(lead) if nchunks[a] > 1), default=None)
+    runs = []  # [first key, last index along `axis`]
+    for key in keys:
+        key = tuple(int(k) for k in key)
+        if (runs and axis is not None and runs[-1][0][:axis] == key[:axis] and runs[-1][0][axis + 1:] == key[axis + 1:]
+                and runs[-1][1] + 1 == key[axis]):
+            runs[-1][1] = key[axis]
+        else:
+            runs.append([key, key[axis] if axis is not None else 0])
     trailing = [range(0, n, c) for n, c in zip(shape[lead:], chunks[lead:], strict=True)]
-    for key in sorted(keys):
-        head = tuple(slice(int(k) * c, min((int(k) + 1) * c, n))
-                     for k, c, n in zip(key, chunks[:lead], shape[:lead], strict=True))
+    for key, last in runs:
+        head = tuple(slice(k * c, min((last if a == axis else k) * c + c, n))
+                     for a, (k, c, n) in enumerate(zip(key, chunks[:lead], shape[:lead], strict=True)))
         for tail in itertools.product(*trailing):
             yield head + tuple(slice(t, min(t + c, n)) for t, c, n in zip(tail, chunks[lead:], shape[lead:],
                                                                             strict=True))

@@ -53,6 +53,7 @@ from ..driver import deferred_signals
 from ..progress import RUN_STEPS_PER_SECOND
 from ..progress import resolve as resolve_progress
 from ..progress import start as start_progress
+from ..runs.points import point_columns
 from ..store.files import StoreBusyError, StoreError, command, to_jsonable
 from ..store.handles import sweep_stopped
 from .execute import begin, execute, make_engine, record
@@ -383,6 +384,7 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
                         batch_results.extend(r for _, r in fresh)
                 del finished, ended
                 if batch_points:
+                    batch_results = point_columns(batch_results)  # (once, for the store and the grid)
                     if store is not None:
                         store.write_points(plan, batch_points, batch_results, session)
                     record(plan, data, done, batch_points, batch_results)  # (after the write: as in the store)

@@ -16,7 +16,7 @@ from ..kernels.sweep import LW
 from ..progress import RUN_STEPS_PER_SECOND
 from ..progress import resolve as resolve_progress
 from ..progress import start as start_progress
-from ..runs.points import FIELDS
+from ..runs.points import FIELDS, point_columns
 from ..store.files import StoreBusyError, lock_holder
 from ..store.handles import sweep_stopped
 from ..store.kinds import how
@@ -143,11 +143,12 @@ def begin(plan, store):
 
 
 def record(plan, data, done, points, results):
-    """Put finished points (flat indices and their fields) into the in-memory grid."""
+    """Put finished points (flat indices and their fields: the point dicts or their :func:`point_columns`) into the
+    in-memory grid."""
     idx = np.unravel_index(np.asarray(points), plan.shape)
+    columns = point_columns(results)
     for name in FIELDS:
-        values = [res.get(name, np.nan) for res in results]
-        data[name][idx] = np.asarray(values, dtype=data[name].dtype)
+        data[name][idx] = columns[name].astype(data[name].dtype, copy=False)
     done[idx] = True
 
 
@@ -173,11 +174,12 @@ def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"
                     if finished is None:
                         break
                     wave, outputs = finished
-                results = engine.finish_points(wave, outputs)
+                results = point_columns(engine.finish_points(wave, outputs))  # (once, for the store and the grid)
                 if store is not None:
                     store.write_points(plan, wave, results, session)
                 record(plan, data, done, wave, results)  # (after the write: `done` counts the points in the store)
                 written += len(wave)
+                outputs = results = None  # (not held while the next wave allocates its own)
                 if log is not None:
                     log(f"wrote {written}/{len(pending)} pending points ({int(done.sum())}/{done.size} done)")
                 if interrupted or flag["signum"] is not None:

@@ -19,10 +19,14 @@ from ..kernels import layout as KL
 from ..kernels import sweep as KS
 from ..kernels.layout import round_up
 from ..runs.common import gradient_mode, initial_weights, uses_hessian
-from ..runs.points import mgd_point
+from ..runs.points import mgd_points
 
 #: Target wall-clock seconds of one kernel call (progress and Ctrl-C granularity).
 CHUNK_SECONDS = 0.25
+#: The most bytes of an automatic wave's lane state and outputs (:meth:`LockstepEngine.max_wave_points`). A wave
+#: sized by time alone held every point of a sweep of short runs at once: ~10 kB per point (n=20, d=30), 7 times
+#: the point fields, 1 GB for 10^5 points.
+WAVE_STATE_BYTES = 256 << 20
 
 def aligned(shape, dtype=np.float64, align=64):
     """Zeros with a 64-byte aligned start (every SIMD access of the kernel stays inside a cache line)."""
@@ -60,6 +64,20 @@ class LockstepEngine:
 
     def cost_per_point(self):
         return self.steps * self.ns_per_run_step * 1e-9
+
+    def wave_bytes_per_point(self):
+        """Bytes :meth:`run_wave` allocates per point: the group state (a group's share), the lane parameters, the
+        integer state, the random state and the permutation, and the outputs."""
+        nf = KS.frames_for(self.n, self.d)
+        state = nf * KS.FR + KS.N_LANE_PARAMS * KS.LW
+        per_group = state + KS.LW * (KL.N_INT_ROWS * self.d + 1 + 4 + self.n + 2 + 2)
+        outputs = (KL.N_FLOAT_ROWS + KL.N_INT_ROWS) * self.d + 2
+        return 8 * (-(-per_group // KS.LW) + outputs)
+
+    def max_wave_points(self):
+        """Most points of an automatic wave: :data:`WAVE_STATE_BYTES` over :meth:`wave_bytes_per_point`. (Read by
+        :func:`.execute.waves`; the results of the points do not depend on how they are cut into waves.)"""
+        return max(1, WAVE_STATE_BYTES // self.wave_bytes_per_point())
 
     def _rep_data(self, rep):
         got = self._data.get(rep)
@@ -172,11 +190,9 @@ def finish_mgd_points(plan, points, outputs, w_plus0, w_minus0):
     """
     OUT_F, OUT_I, OUT_STATUS, OUT_STEPS = outputs
     cfg = plan.config
-    results = []
-    for local, p in enumerate(points):
-        r, _, beta = plan.gamma_beta(p)
-        results.append(mgd_point(plan.problem_for(r), beta, OUT_F[local], OUT_I[local],
-                                 OUT_STATUS[local], OUT_STEPS[local], w_plus0, w_minus0, cfg["theory"],
-                                 cfg["theory_tol"]))
-    return results
-
+    npts = len(points)
+    # the whole wave at once (mgd_points): one call per point was most of a short-run sweep's time
+    reps, rest = np.divmod(np.asarray(points, dtype=np.int64), int(np.prod(plan.grid_shape)))
+    betas = plan.point_beta.ravel()[rest]
+    return mgd_points([plan.problem_for(int(r)) for r in reps], betas, OUT_F[:npts], OUT_I[:npts], OUT_STATUS,
+                      OUT_STEPS, w_plus0, w_minus0, cfg["theory"], cfg["theory_tol"])

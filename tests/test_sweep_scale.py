@@ -1,0 +1,184 @@
+"""Sweeps of many points: the per-wave work is done once per wave (not per point, per chunk or per file byte),
+and a wave's memory is bounded; every result bit stays that of the single runs."""
+
+import itertools
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import dlnmomentum as dm
+from dlnmomentum.kernels import layout as KL
+from dlnmomentum.runs.mgd import derived_fields, initial_state
+from dlnmomentum.runs.points import FIELDS, SCALAR_FIELDS, VECTOR_FIELDS, point_columns
+from dlnmomentum.store import global_heap
+from dlnmomentum.store.sweep_format import SweepFile, _touched_chunks
+from dlnmomentum.sweeps import lockstep
+from dlnmomentum.sweeps.plan import Plan, make_config
+
+SPEC = {"n": 20, "d": 30, "s": 5}
+
+
+def test_derived_fields_of_many_states_are_those_of_each_state():
+    # a wave's states in one call: each point's fields the bits of its own call (the single run's)
+    rng = np.random.default_rng(0)
+    d, npts = 7, 5
+    w0p, w0m = np.full(d, 0.3), np.full(d, 0.2)
+    fstates, istates = initial_state(w0p, w0m, count=npts)
+    fstates[:] = rng.normal(size=fstates.shape)
+    fstates[2, KL.W_PLUS, 3] = 0.0  # log of 0: -inf, then inf/NaN, as in the single run
+    istates[1, KL.CROSS_MINUS, 4] = 2
+    betas = np.array([0.0, 0.5, 0.9, 0.99, 0.3])
+    with np.errstate(all="ignore"):
+        many = derived_fields(fstates, istates, betas, w0p, w0m)
+        for i in range(npts):
+            one = derived_fields(fstates[i].copy(), istates[i].copy(), float(betas[i]), w0p, w0m)
+            for name, value in one.items():
+                if name == "crossed":
+                    assert isinstance(value, bool) and value == bool(many[name][i])
+                else:
+                    assert many[name][i].tobytes() == value.tobytes(), name
+            # the formulas of the docstring, in plain NumPy
+            wp, wm = fstates[i, KL.W_PLUS], fstates[i, KL.W_MINUS]
+            s_plus = ((fstates[i, KL.S_SUM_PLUS] + fstates[i, KL.S_COMP_PLUS]) / (1.0 - betas[i])
+                      - np.log(np.abs(wp / w0p)))
+            assert np.array_equal(many["s_plus"][i], s_plus, equal_nan=True)
+            assert np.array_equal(many["theta"][i], 0.25 * (wp * wp - wm * wm))
+    assert many["crossed"].tolist() == [False, True, False, False, False]
+
+
+def test_point_columns_are_the_fields_point_by_point():
+    d = 3
+    points = [{name: (np.arange(d) + k if name in VECTOR_FIELDS else k) for name in FIELDS} for k in range(4)]
+    del points[2]["prediction_gap"]  # a field a point lacks: NaN
+    cols = point_columns(points)
+    assert set(cols) == set(FIELDS)
+    for name in FIELDS:
+        dtype = (SCALAR_FIELDS.get(name) or VECTOR_FIELDS[name])[0]
+        want = np.asarray([p.get(name, np.nan) for p in points], dtype=dtype)
+        assert cols[name].dtype == want.dtype and np.array_equal(cols[name], want, equal_nan=True)
+    assert point_columns(cols) is cols
+
+
+@pytest.mark.parametrize("shape, chunks", [((3, 7, 5), (1, 1, 5)), ((3, 7, 5, 4), (1, 1, 5, 4)),
+                                           ((4, 11), (1, 11)), ((1, 9), (1, 9)), ((3, 7, 5), (2, 3, 5))])
+def test_touched_chunks_are_whole_chunks_merged_into_few_writes(shape, chunks):
+    grid = shape[:2] if len(shape) == 2 else shape[:3]
+    npts = int(np.prod(grid))
+    all_chunks = [tuple(slice(k * c, min(k * c + c, n)) for k, c, n in zip(key, chunks, shape, strict=True))
+                  for key in itertools.product(*(range(-(-n // c)) for n, c in zip(shape, chunks, strict=True)))]
+    rng = np.random.default_rng(1)
+    waves = [np.arange(npts), np.arange(3, npts - 4), np.sort(rng.choice(npts, 6, replace=False))]
+    for wave in waves:
+        idx = np.unravel_index(wave, grid)
+        sels = list(_touched_chunks(shape, chunks, idx))
+        covered = np.zeros(shape, dtype=int)
+        for sel in sels:
+            covered[sel] += 1
+        touched = np.zeros(shape, dtype=bool)
+        touched[idx] = True
+        # exactly the chunks holding a point of the wave, each once, each whole
+        for c in all_chunks:
+            want = int(touched[c].any())
+            assert np.all(covered[c] == want)
+        # consecutive chunks along the last axis cut into chunks are one selection: a wave of consecutive
+        # points is written in one selection per run of chunks, not one per chunk
+        if len(wave) == npts and chunks[:2] == (1, 1) and len(grid) == 3:
+            assert len(sels) == shape[0]
+        if len(wave) == npts and len(grid) == 2:
+            assert len(sels) == 1
+
+
+def test_waves_of_short_runs_are_bounded_in_memory_and_keep_the_bits(monkeypatch):
+    problem = dm.sparse_regression(**SPEC, seed=0)
+    kw = dict(gammas=np.geomspace(1e-3, 1.0, 24), betas=np.linspace(0.0, 0.95, 20), steps=30, reps=1,
+              progress=False)
+    whole = dm.sweep(problem, wave_size=480, **kw)  # one wave
+    plan_engine = {}
+    orig = lockstep.LockstepEngine.run_wave
+
+    def run_wave(self, points, flag, bar):
+        plan_engine.setdefault("sizes", []).append(len(points))
+        plan_engine["cap"] = self.max_wave_points()
+        return orig(self, points, flag, bar)
+
+    monkeypatch.setattr(lockstep.LockstepEngine, "run_wave", run_wave)
+    monkeypatch.setattr(lockstep, "WAVE_STATE_BYTES", 64 * lockstep.LockstepEngine(
+        Plan(*_config(problem, kw)), 8).wave_bytes_per_point())
+    cut = dm.sweep(problem, **kw)
+    unit = 8 * lockstep.threads()
+    assert plan_engine["cap"] == 64
+    assert len(plan_engine["sizes"]) > 1 and max(plan_engine["sizes"]) <= max(64 // unit * unit, unit)
+    for name in FIELDS:
+        assert whole[name].tobytes() == cut[name].tobytes(), name
+
+
+def _config(problem, kw):
+    return make_config(problem, kw["gammas"], kw["betas"], None, kw["steps"], None, kw["reps"], None, 0, None, 0.01,
+                       False, "auto", False, 1e-8)
+
+
+def test_wave_state_estimate_covers_what_a_wave_allocates():
+    problem = dm.sparse_regression(**SPEC, seed=0)
+    kw = dict(gammas=np.geomspace(1e-3, 1e-1, 32), betas=np.linspace(0.0, 0.9, 32), steps=3, reps=1)
+    engine = lockstep.LockstepEngine(Plan(*_config(problem, kw)), 8)
+    points = list(range(1024))
+    engine.run_wave(points[:16], {"signum": None}, None)  # (loads the kernel)
+    tracemalloc.start()
+    try:
+        engine.run_wave(points, {"signum": None}, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    per_point = engine.wave_bytes_per_point()
+    assert per_point * len(points) <= peak <= 1.25 * per_point * len(points) + (1 << 20)
+
+
+def test_a_sweep_writer_scans_its_store_once_not_before_every_wave(tmp_path, monkeypatch):
+    # the scan for damaged global heaps reads the whole file: once per wave made a sweep quadratic in its size
+    scans = []
+    orig = global_heap.scan
+    monkeypatch.setattr(global_heap, "scan", lambda *a: scans.append(a[1]) or orig(*a))
+    path = str(tmp_path / "s.h5")
+    sw = dm.sweep(SPEC, gammas=np.geomspace(1e-3, 1e-1, 16), betas=np.linspace(0.0, 0.9, 12), steps=10,
+                  wave_size=16, store=path, progress=False)
+    assert sw.complete
+    assert len(scans) <= 3  # the new store, the session start, the final read: not one per wave (12 waves)
+    # a file changed by another hand is scanned again
+    with open(path, "r+b") as fh:
+        fh.seek(0, 2)
+        fh.write(b"\0" * 8)
+    before = len(scans)
+    dm.open_sweep(path)
+    assert len(scans) > before
+
+
+@pytest.mark.parametrize("kw", [dict(gammas=[1e-3, 1e-2, 0.1], betas=[0.0, 0.9], reps=2, steps=5),
+                                dict(pairs=[(0.01, 0.5), (0.1, 0.0)], steps=5),
+                                dict(lams=[0.01, 0.1], t_max=1.0)])
+def test_the_writer_does_not_read_back_a_store_it_has_just_created(tmp_path, monkeypatch, kw):
+    # what it would read is known: every point's fill value (reading every chunk back took ~10 % of a short sweep)
+    config, problem = make_config(SPEC, kw.get("gammas"), kw.get("betas"), kw.get("lams"), kw.get("steps"),
+                                  kw.get("t_max"), kw.get("reps", 1), None, 0, None, 0.01, False, "auto", False,
+                                  1e-8, pairs=kw.get("pairs"))
+    plan = Plan(config, problem)
+    path = str(tmp_path / "s.h5")
+    writer = SweepFile(path)
+    writer.create(plan)
+    reads = []
+    orig = SweepFile._read
+    monkeypatch.setattr(SweepFile, "_read", lambda self, *a: reads.append(a) or orig(self, *a))
+    got = writer.read(plan, repair=True)
+    assert reads == []
+    memory = writer._memory
+    want = SweepFile(path).read(plan, repair=True)  # (another object: read from the file)
+    assert len(reads) == 1
+    for g, w in zip(got[:3], want[:3], strict=True):
+        if isinstance(g, dict):
+            assert set(g) == set(w)
+            for name in g:
+                assert g[name].dtype == w[name].dtype and g[name].tobytes() == w[name].tobytes(), name
+        else:
+            assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
+    assert got[3]["sessions"] == want[3]["sessions"] == 0 and got[3] == want[3]
+    assert set(memory) == set(SweepFile(path)._read(plan, True)[0]) | {"done", "session"}
