@@ -107,11 +107,22 @@ def block_fields(block, rows, time_of_step):
     return out
 
 
-def trajectory_from_fields(fields):
+def _owned(arr, dtype=None):
+    """``arr`` itself, made read-only, where it already has ``dtype`` and is C-contiguous; else :func:`readonly`."""
+    if isinstance(arr, np.ndarray) and arr.flags.c_contiguous and (dtype is None or arr.dtype == np.dtype(dtype)):
+        arr.setflags(write=False)
+        return arr
+    return readonly(arr, dtype)
+
+
+def trajectory_from_fields(fields, owned=False):
     """A :class:`Trajectory` from name -> rows arrays (as :func:`block_fields` or a store gives them).
 
     Returns None when ``step``, ``time`` or a loss is missing; the vector fields (θ, w±, Δ) are
     None when all of them are missing (network runs). Keys beyond the base fields go to ``extra``.
+    ``owned``: the arrays are fresh and nobody else keeps them (just read from a file, or concatenated): they
+    are kept as they are, made read-only, instead of copied. A copy of GBs of recorded rows doubled the peak
+    memory of reading a long trajectory (``Store.trajectory``) or of finishing a run that recorded it.
     """
     base = [f.name for f in dataclasses.fields(Trajectory) if f.name != "extra"]
     if not all(name in fields for name in ("step", "time") + SCALAR_FIELDS):
@@ -121,8 +132,9 @@ def trajectory_from_fields(fields):
             return None
         base = [name for name in base if name not in VECTOR_FIELDS]
     dtypes = {"step": np.int64}
-    return Trajectory(**{k: readonly(fields[k], dtypes.get(k, np.float64)) for k in base},
-                      extra={k: readonly(v) for k, v in fields.items() if k not in base})
+    keep = _owned if owned else readonly
+    return Trajectory(**{k: keep(fields[k], dtypes.get(k, np.float64)) for k in base},
+                      extra={k: keep(v) for k, v in fields.items() if k not in base})
 
 
 def trajectory_from_blocks(blocks, d, time_of_step, extra_names=()):
@@ -130,7 +142,8 @@ def trajectory_from_blocks(blocks, d, time_of_step, extra_names=()):
     if not blocks:
         blocks = [(new_record_block(0, d, extra_names), 0)]
     parts = [block_fields(b, r, time_of_step) for b, r in blocks]
-    return trajectory_from_fields({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
+    # (np.concatenate always returns a new array, even of one part: the trajectory owns it)
+    return trajectory_from_fields({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}, owned=True)
 
 
 class StatusMixin:

@@ -17,8 +17,11 @@ end, so that is left to it, and a walk that meets such an object stops there (a 
 and partly reused is never read by HDF5, and must not make a good file unreadable).
 """
 
+import array
 import os
 import stat
+
+import numpy as np
 
 from .superblock import _signature_offset
 
@@ -29,6 +32,10 @@ MIN_SIZE = 4096
 #: shortens meanwhile (a failed resume puts a file back to its size) then reads short, where a mapping would kill
 #: this process with SIGBUS.
 BLOCK = 1 << 22
+#: Files up to this size are scanned whole (a few ms). In a larger one (a long trajectory: GBs of recorded rows) the
+#: bytes of its stored chunks are left out (:func:`chunk_ranges`): reading it all made every open of a store read the
+#: whole file (seconds per GB, and again after each change of a live store).
+HEAP_SCAN_WHOLE_BYTES = 64 * 2**20
 #: Results of :func:`heap_damage` by (device, inode, size, mtime): an unchanged file is not scanned again.
 _CACHE = {}
 _CACHE_MAX = 256
@@ -89,30 +96,53 @@ def collections(data, length_size=8, total=None, start=0, stop=None):
     return found
 
 
-def scan(fh, total, base=0):
+def gaps(total, skip):
+    """The ``(start, end)`` byte ranges of ``[0, total)`` outside the sorted, disjoint ranges ``skip``."""
+    out, at = [], 0
+    for start, end in skip:
+        if start > at:
+            out.append((at, min(start, total)))
+        at = max(at, end)
+    if at < total:
+        out.append((at, total))
+    return [(a, b) for a, b in out if a < b]
+
+
+def scan(fh, total, base=0, skip=()):
     """``(collection, object, problem)`` for the first collection of the open file ``fh`` (``total`` bytes, its
-    superblock at ``base``) whose walk :func:`walk` reports, offsets from the file's start; or None."""
+    superblock at ``base``) whose walk :func:`walk` reports, offsets from the file's start; or None.
+
+    ``skip``: sorted, disjoint ``(start, end)`` byte ranges where no collection begins (the stored chunks of the
+    file's datasets: HDF5 never places a collection in bytes a live chunk holds), not searched: the recorded rows
+    of a long run are most of its file."""
     fh.seek(base)
     length_size = _length_size(fh.read(16))
     head = 8 + length_size
     buf = bytearray(BLOCK + head - 1)  # blocks overlap by a header less a byte: a header across two is seen whole
-    for begin in range(0, total, BLOCK):
-        fh.seek(begin)
-        n = fh.readinto(buf)
-        for at, size in collections(buf if n == len(buf) else bytes(buf[:n]), length_size, total, begin,
-                                    stop=BLOCK + len(SIGNATURE) - 1):
-            fh.seek(at)
-            block = fh.read(size)
-            bad = walk(block, length_size) if len(block) == size else None
-            if bad is not None:
-                return at, at + bad[0], bad[1]
+    for low, high in gaps(total, skip):
+        for begin in range(low, high, BLOCK):
+            # (signatures that begin in [begin, min(begin + BLOCK, high)); the header itself may run on past high)
+            want = min(BLOCK, high - begin) + head - 1
+            fh.seek(begin)
+            n = fh.readinto(memoryview(buf)[:want])
+            stop = want - head + len(SIGNATURE)
+            for at, size in collections(buf if n == len(buf) else bytes(buf[:n]), length_size, total, begin,
+                                        stop=stop):
+                fh.seek(at)
+                block = fh.read(size)
+                bad = walk(block, length_size) if len(block) == size else None
+                if bad is not None:
+                    return at, at + bad[0], bad[1]
     return None
 
 
-def heap_damage(path):
+def heap_damage(path, skip=None):
     """``(collection, object, problem)`` for the first global heap collection of the file ``path`` on which HDF5's
     reader would hang: the byte offsets of the collection and of the object, and what is
     wrong; None when there is none, or when the file cannot be read (HDF5 then says what is wrong with it).
+    ``skip``: byte ranges not searched (:func:`scan`); by default, for a file over :data:`HEAP_SCAN_WHOLE_BYTES`,
+    the bytes of its stored chunks (:func:`chunk_ranges`: a few microseconds per chunk, listed only when the file is
+    scanned, so not again for an unchanged file).
 
     The result is kept for the file's (device, inode, size, modification time): opening an unchanged file again
     does not scan it again.
@@ -128,7 +158,9 @@ def heap_damage(path):
             base = _signature_offset(fh, 16)
             if base is None:  # not HDF5: HDF5 says so
                 return None
-            result = scan(fh, st.st_size, base)
+            if skip is None:
+                skip = chunk_ranges(path) if st.st_size > HEAP_SCAN_WHOLE_BYTES else ()
+            result = scan(fh, st.st_size, base, skip)
     except (OSError, ValueError):
         return None
     if len(_CACHE) >= _CACHE_MAX:
@@ -160,3 +192,34 @@ def keep_clean(path, before):
     if len(_CACHE) >= _CACHE_MAX:
         _CACHE.clear()
     _CACHE[after] = None
+
+
+def chunk_ranges(path):
+    """Sorted, merged ``(start, end)`` byte ranges of the stored chunks of the chunked datasets of the HDF5 file
+    ``path`` with more than a few chunks, listed by HDF5 (``H5Dchunk_iter``; opening a file and listing its chunks
+    reads no collection: HDF5 walks one only to read a string's value); ``()`` where they cannot be listed (a file
+    HDF5 does not open now: it is then scanned whole). No collection lies in a live chunk's bytes."""
+    import h5py  # (only here: the collections themselves are found and walked without HDF5)
+
+    found = array.array("q")  # (byte_offset, size) of each chunk, 16 bytes each: 10⁷ rows at d = 30 have 3·10⁵
+
+    def visit(_name, obj):
+        if isinstance(obj, h5py.Dataset) and obj.chunks is not None and obj.id.get_num_chunks() > 16:
+            obj.id.chunk_iter(lambda info: found.extend(info[2:]))
+
+    for swmr in (False, True):  # (a file a writer holds in SWMR mode opens in SWMR mode only)
+        try:
+            with h5py.File(path, "r", locking=False, swmr=swmr) as f:
+                f.visititems(visit)
+            break
+        except Exception:  # noqa: BLE001 - busy, damaged, open in this process otherwise: the whole file is scanned
+            del found[:]
+    if not found:
+        return ()
+    ranges = np.frombuffer(found, dtype=np.int64).reshape(-1, 2).copy()
+    ranges[:, 1] += ranges[:, 0]
+    ranges = ranges[np.argsort(ranges[:, 0], kind="stable")]
+    ends = np.maximum.accumulate(ranges[:, 1])
+    first = np.flatnonzero(np.r_[True, ranges[1:, 0] > ends[:-1]])  # each merged range begins past all before
+    last = np.r_[first[1:] - 1, len(ranges) - 1]
+    return list(zip(ranges[first, 0].tolist(), ends[last].tolist(), strict=True))

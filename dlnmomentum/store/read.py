@@ -43,6 +43,7 @@ from .format import (
     read_problem,
     schema_from_file,
 )
+from .integrity import intact_rows
 from .kinds import kind_of, wrong_kind
 
 
@@ -370,13 +371,21 @@ class Store:
         if not self._schema:
             return None
         with self._file() as f:
-            return trajectory_from_fields(self._series(f, tuple(self._schema)))
+            # (the rows were just read: the trajectory keeps them, no second copy of GBs)
+            return trajectory_from_fields(self._series(f, tuple(self._schema)), owned=True)
 
     @property
     def result(self):
         """The final result (the run's own result class), or None while the run has not closed the file."""
-        if "result" in self._cache:
-            return self._cache["result"]
+        if "result" not in self._cache:
+            result = self._final(trajectory=True)
+            if result is not None:
+                self._cache["result"] = result
+        return self._cache.get("result")
+
+    def _final(self, trajectory):
+        """The final result; without ``trajectory`` its trajectory field is None (a summary: the recorded rows, GBs
+        for long run, are not read)."""
         with self._file() as f:
             if "final" not in f or self.live:
                 return None
@@ -389,16 +398,14 @@ class Store:
                 traj_field = attr_str(g.attrs.get("trajectory_field", "")) or None
                 problem_field = attr_str(g.attrs.get("problem_field", "")) or None
         if traj_field:
-            fields[traj_field] = self.trajectory
+            fields[traj_field] = self.trajectory if trajectory else None
         if problem_field:
             fields[problem_field] = self.problem
         try:
-            result = cls(**fields)
+            return cls(**fields)
         except (TypeError, ValueError) as exc:  # fields missing or of the wrong kind: damage the guards missed
             raise StoreCorruptError(f"store {self.path}: /final is damaged: its fields do not make a "
                                     f"{cls.__name__} ({exc}); `dlnm resume` computes the run again") from exc
-        self._cache["result"] = result
-        return result
 
     @property
     def checkpoint(self):
@@ -487,6 +494,22 @@ def _theory_lines(result):
 DAMAGED = "DAMAGED     "
 
 
+def _damaged_rows(s):
+    """What is damaged among the recorded rows of the store ``s`` (a sentence naming the file and the datasets), or
+    None: each stored chunk is checked by its checksums (:func:`.integrity.intact_rows`), one chunk in memory at a
+    time. (``dlnm inspect`` read every row into arrays for this: memory twice the rows, GBs for a long run.)"""
+    if not s._schema:
+        return None
+    with s._file() as f:
+        intact = intact_rows(f, s._schema)
+        bad = [f"{series.path} from row {intact[key]}" for key, series in s._schema.items()
+               if intact[key] < f[series.path].shape[0]]
+    if not bad:
+        return None
+    return (f"store {s.path}: the recorded rows of dataset {', '.join(bad)} are damaged (a stored chunk does not "
+            "match its checksum)")
+
+
 def inspect_lines(path, store=None):
     """Lines describing a store (``dlnm inspect``)."""
     s = store or open_store(path)
@@ -511,10 +534,15 @@ def inspect_lines(path, store=None):
     result = None
     if state in ("complete", "interrupted"):
         try:
-            result = s.result
+            # without the recorded rows: `recorded` below counts them, and reading them all (GBs for a long run) only
+            # to print a summary took memory twice their size; their checksums are checked a chunk at a time below
+            result = s._final(trajectory=False)
         except StoreCorruptError as exc:
             out.append(f"{DAMAGED}: {str(exc).removesuffix(FINAL_DAMAGED)}; `{command('resume', s.path)}` computes "
                        "the run again")
+        damaged = _damaged_rows(s)
+        if damaged:
+            out.append(f"{DAMAGED}: {damaged}; `{command('resume', s.path)}` computes the run again")
     if result is not None:
         out.append("final       :")
         summary = result.summary() if hasattr(result, "summary") else "\n".join(
@@ -555,7 +583,10 @@ def inspect_json(path):
             out["observables"][key] = {"shape": list(ds.shape), "dtype": str(ds.dtype),
                                        "chunks": list(ds.chunks)}
     try:
-        result = s.result if s.complete else None
+        result = s._final(trajectory=False) if s.complete else None  # (to_dict leaves the trajectory out)
+        damaged = _damaged_rows(s) if s.complete else None
+        if damaged:
+            out["damaged"] = damaged
     except StoreCorruptError as exc:
         result, out["damaged"] = None, str(exc)
     if result is not None:

@@ -384,7 +384,7 @@ class StoreWriter:
             if name is not None and self.schema:
                 future = self._io(self._read_job)
                 self._reap(wait=True)  # raises if a write failed
-                result = dataclasses.replace(result, **{name: trajectory_from_fields(future.result())})
+                result = dataclasses.replace(result, **{name: trajectory_from_fields(future.result(), owned=True)})
         self._io(self._finalise_job, run, status, result, final_ckpt)
         self._reap(wait=True)
         self.result = result
