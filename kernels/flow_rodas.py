@@ -75,10 +75,10 @@ w (at small λ, ẇ is slaved to -∇F(w) and needs no more accuracy than w; thi
 (tests/test_rodas.py). Where a weight becomes tiny without crossing (w₋ of a support coordinate at 4.6e-9 by
 t = 300, λ = 0.058), its relative accuracy, and that of its J±, K± and Δ, is that of ln|w|, which integrates
 the error of ∇L over the run: about 600·rtol for w and 60·rtol for J there, proportional to rtol and not
-helped by a smaller atol (``scripts/accuracy_small_weights.py``). The controller is a PI controller (``SAFETY``, exponents ``PI_ALPHA``,
-``PI_BETA``, step factors in ``[FAC_MIN, FAC_MAX]``, no growth right after a rejection); a step
-whose new point is not finite or overflows is rejected with a quarter of the step; a step below
-``H_MIN_REL·max(t, 1)`` ends the run as diverged (``sstate[FAILED] = 1``).
+helped by a smaller atol (``scripts/accuracy_small_weights.py``). The controller is a PI controller
+(``SAFETY``, exponents ``PI_ALPHA``, ``PI_BETA``, step factors in ``[FAC_MIN, FAC_MAX]``, no growth right
+after a rejection); a step whose new point is not finite or overflows is rejected with a quarter of the step;
+a step below ``H_MIN_REL·max(t, 1)`` ends the run as diverged (``sstate[FAILED] = 1``).
 
 Crossings, records, state (the driver :mod:`.flow_rodas_run`)
 --------------------------------------------------------------
