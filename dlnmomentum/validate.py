@@ -224,6 +224,21 @@ def as_bool(name, value):
     return bool(value)
 
 
+def as_row_slice(name, value):
+    """A window of recorded rows: None (every row) or a ``slice`` of integers (``slice(1000, 2000)``,
+    ``np.s_[-1000:]``) whose step is at least 1; returned as a slice of ints (ends not yet cut to a length: that is
+    ``slice.indices(rows)``). A negative step is refused: rows are read forwards, in the order they were recorded."""
+    if value is None:
+        return None
+    if not isinstance(value, slice):
+        raise TypeError(f"{name} must be None or a slice of rows such as slice(1000, 2000) or np.s_[-1000:], "
+                        f"got {value!r}")
+    start = as_int(f"{name}.start", value.start, allow_none=True)
+    stop = as_int(f"{name}.stop", value.stop, allow_none=True)
+    step = as_int(f"{name}.step", value.step, low=1, allow_none=True)
+    return slice(start, stop, step)
+
+
 def as_real_sequence(name, values, *, low=None, high=None, low_open=False, high_open=False, max_len=None):
     """A 1-D float64 array of real numbers within [low, high], checked entry by entry (``name[i]`` named).
 

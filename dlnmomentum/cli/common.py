@@ -11,6 +11,7 @@ from ..record import Record
 from ..runs.points import CODED_FIELDS
 from ..status import Status
 from ..store.files import command, json_text, to_jsonable
+from ..store.rows_left import rows_left_in_store  # noqa: F401 - the commands' one way to run a stored run
 from ..sweeps.grid import parse_grid
 from ..validate import MAX_SEED
 
@@ -198,11 +199,13 @@ def named_status(fields):
     return out
 
 
-def print_result(result, args, problem=None, theorem=None):
+def print_result(result, args, problem=None, theorem=None, stored=None):
     """A run result as JSON (``--json``) or as its summary; returns the exit code.
 
     With ``--theory`` (``theorem``: 1 for flows, 2 for MGD) also Theorem ``theorem``'s prediction gap, the normalized
     distance to gradient flow at scale Delta_inf and (JSON) the predicted theta, in either form.
+    ``stored``: the dict of :func:`~dlnmomentum.store.rows_left.rows_left_in_store` the run was made in: when it names a
+    store, the recorded rows are there (not in ``result``), and the output gives the store and their count.
     """
     theory = {}
     if theorem is not None and getattr(args, "theory", False):
@@ -222,13 +225,19 @@ def print_result(result, args, problem=None, theorem=None):
             out.update(to_jsonable(dict(theory, theorem=theorem)))
         if getattr(result, "trajectory", None) is not None:  # --record-*: the rows, field by field
             out["trajectory"] = to_jsonable(result.trajectory.fields())
+        elif stored:  # a stored run: its rows are in the store (as JSON, 10⁶ rows at d = 30 were GBs of text)
+            out.update(store=stored["path"], rows=int(stored["rows"]))
         # non-finite values (a diverged run) become null: name the fields that held them
         out["non_finite"] = sorted(k for k, v in out.items() if _non_finite(v))
         print_json(out)
     else:
         if problem is not None:
             print(problem.summary())
-        print(result.summary())
+        summary = result.summary()
+        print(summary)
+        if stored and stored["rows"]:  # the line a run with its trajectory has in its summary, and where the rows are
+            width = next((line.index(":") for line in summary.splitlines() if line.startswith("status")), 13)
+            print(f"{'recorded'.ljust(width)}: {stored['rows']} rows, in {stored['path']}")
         if "theory_reason" in theory:
             print(f"prediction (Thm {theorem})          : not computed: {theory['theory_reason']}")
         elif theory:

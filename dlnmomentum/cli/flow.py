@@ -10,6 +10,7 @@ from .common import (
     problem_from_args,
     progress_wanted,
     record_from_args,
+    rows_left_in_store,
 )
 
 
@@ -19,6 +20,13 @@ def _cmd_flow(args):
     if args.gf and args.lam is not None:
         raise ValueError(f"--gf is gradient flow (lambda = 0) and --lam {args.lam:g} asks for MGF(lambda): give one "
                          "of them")
+    with rows_left_in_store() as stored:  # (a stored run's rows are not read back: it prints none of them)
+        result = _flow(args, problem, refine)
+    code = print_result(result, args, problem, theorem=1, stored=stored)
+    return code
+
+
+def _flow(args, problem, refine):
     if args.gf:
         result = gf(problem, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
                     record=record_from_args(args), progress=progress_wanted(args),
@@ -33,8 +41,7 @@ def _cmd_flow(args):
                      refine_start=refine, store=args.store, overwrite=args.overwrite,
                      checkpoint_every=args.checkpoint_every, scheme=args.scheme, rtol=args.rtol, atol=args.atol,
                      max_steps=args.max_steps)
-    code = print_result(result, args, problem, theorem=1)
-    return code
+    return result
 
 
 def register(subparsers):

@@ -26,6 +26,7 @@ from .common import (
     print_sweep_json,
     progress_wanted,
     record_from_args,
+    rows_left_in_store,
     seed_option,
 )
 
@@ -128,10 +129,11 @@ def _cmd_network(args):
     if args.gamma is None or args.beta is None:
         raise ValueError("dlnm network needs --gamma and --beta (one run) or --gammas and --betas (a sweep)")
     problem = _problem(args)
-    result = mgd(problem, args.gamma, args.beta, steps=args.steps, batch_size=args.batch_size, replace=args.replace,
-                 seed=args.seed, tol=args.tol, record=record_from_args(args), progress=progress_wanted(args),
-                 store=args.store, overwrite=args.overwrite)
-    return print_result(result, args, problem)
+    with rows_left_in_store() as stored:  # (a stored run's rows are not read back: it prints none of them)
+        result = mgd(problem, args.gamma, args.beta, steps=args.steps, batch_size=args.batch_size,
+                     replace=args.replace, seed=args.seed, tol=args.tol, record=record_from_args(args),
+                     progress=progress_wanted(args), store=args.store, overwrite=args.overwrite)
+    return print_result(result, args, problem, stored=stored)
 
 
 #: The options of ``dlnm network`` that define a sweep (its stored configuration): destination -> option.

@@ -10,17 +10,19 @@ from .common import (
     problem_from_args,
     progress_wanted,
     record_from_args,
+    rows_left_in_store,
     seed_option,
 )
 
 
 def _cmd_run(args):
     problem = problem_from_args(args)
-    result = mgd(problem, args.gamma, args.beta, steps=args.steps, alpha=args.alpha, batch_size=args.batch_size,
-                 replace=args.replace, seed=args.seed, tol=args.tol, record=record_from_args(args),
-                 progress=progress_wanted(args), store=args.store,
-                 overwrite=args.overwrite, checkpoint_every=args.checkpoint_every)
-    code = print_result(result, args, problem, theorem=2)
+    with rows_left_in_store() as stored:  # (a stored run's rows are not read back: it prints none of them)
+        result = mgd(problem, args.gamma, args.beta, steps=args.steps, alpha=args.alpha, batch_size=args.batch_size,
+                     replace=args.replace, seed=args.seed, tol=args.tol, record=record_from_args(args),
+                     progress=progress_wanted(args), store=args.store,
+                     overwrite=args.overwrite, checkpoint_every=args.checkpoint_every)
+    code = print_result(result, args, problem, theorem=2, stored=stored)
     return code
 
 

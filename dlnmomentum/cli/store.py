@@ -21,6 +21,7 @@ from .common import (
     print_json,
     print_result,
     progress_wanted,
+    rows_left_in_store,
 )
 
 
@@ -73,8 +74,9 @@ def _cmd_resume(args):
         kind = "run"
     if kind != "run":  # a sweep, network sweep or figure store: named, with the command that continues it
         raise wrong_kind(args.path, kind, "run", action="resume")
-    result = resume(args.path, progress=progress_wanted(args), checkpoint_every=args.checkpoint_every)
-    return print_result(result, args)
+    with rows_left_in_store() as stored:  # (the rows are not read back: it prints none of them)
+        result = resume(args.path, progress=progress_wanted(args), checkpoint_every=args.checkpoint_every)
+    return print_result(result, args, stored=stored)
 
 
 def register(subparsers):

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import status as st
 from ..results import Trajectory, trajectory_from_fields
-from ..validate import as_store_path
+from ..validate import as_row_slice, as_store_path
 from .files import (  # noqa: F401 - check_readable and open_h5 are this module's API too
     READ_ERRORS,
     Checkpoint,
@@ -309,11 +309,14 @@ class Store:
         ckpt = self._checkpointed()
         return ckpt.rows if ckpt is not None else min(self._lengths.values())
 
-    def _series(self, f, keys):
+    def _series(self, f, keys, window=None):
         """The rows of the series ``keys`` that :attr:`rows` counts (from the file, completed from the newest
-        checkpoint's rows where the file's datasets hold fewer)."""
+        checkpoint's rows where the file's datasets hold fewer); ``window``: only the rows of this slice of them
+        (:func:`~dlnmomentum.validate.as_row_slice`), read as such from the file."""
         schema = {k: self._schema[k] for k in keys}
         ckpt = self._checkpointed()
+        if window is not None:
+            return self._series_window(f, schema, ckpt, window)
         if ckpt is None:
             return read_series(f, schema, min(self._lengths.values()))
         out = {}
@@ -321,6 +324,32 @@ class Store:
             disk = read_series(f, {key: s}, ckpt.written[key])[key]
             tail = np.asarray(ckpt.pending[key]) if key in ckpt.pending else np.zeros((0,) + s.row_shape, s.dtype)
             arr = np.concatenate([disk, tail.astype(bool) if s.is_bool else tail])[:ckpt.rows]
+            arr.setflags(write=False)
+            out[key] = arr
+        return out
+
+    def _series_window(self, f, schema, ckpt, window):
+        """The rows ``window`` of :meth:`_series`: each dataset is read at that selection only (HDF5 reads the chunks
+        it touches), and the rows past the file's whole chunks come from the checkpoint ``ckpt`` (None: the file
+        holds them all). Reading everything to slice it took 10.9 s and 2.9 GB for 1000 rows of a store of 10⁷."""
+        total = ckpt.rows if ckpt is not None else min(self._lengths.values())
+        start, stop, step = window.indices(total)
+        out = {}
+        for key, s in schema.items():
+            on_disk = total if ckpt is None else min(ckpt.written[key], total)
+            parts = [np.zeros((0,) + s.row_shape, s.dtype)]
+            if start < min(stop, on_disk):
+                parts.append(read_dataset(f[s.path], np.s_[start:min(stop, on_disk):step]))
+            if ckpt is not None and stop > on_disk:
+                # the first row of the window at or past the file's rows, in the checkpoint's rows after them
+                first = start if start >= on_disk else start + -(-(on_disk - start) // step) * step
+                tail = ckpt.pending.get(key)
+                if first < stop and tail is not None:
+                    parts.append(np.asarray(tail)[first - on_disk:stop - on_disk:step])
+            # (a read from the file alone is a fresh array; rows of the checkpoint are copied by concatenate)
+            arr = parts[1] if len(parts) == 2 and start < on_disk else np.concatenate(parts)
+            if s.is_bool:
+                arr = arr.astype(bool)
             arr.setflags(write=False)
             out[key] = arr
         return out
@@ -345,12 +374,19 @@ class Store:
         with self._file() as f:
             return {k: np.asarray(v[()]) for k, v in f["initial"].items() if k in ("u0", "v0")}
 
-    def observable(self, name):
+    def observable(self, name, rows=None):
+        """The recorded quantity ``name`` (an :class:`Observable`: ``step``, ``time``, ``value``, rows first).
+
+        ``rows``: a slice of the recorded rows, as :attr:`rows` counts them (``slice(1000, 2000)``, ``np.s_[-100:]``,
+        ``np.s_[::1000]``; step >= 1): only those rows are read from the file, the same values as the whole
+        observable sliced. None (the default): every row.
+        """
+        window = as_row_slice("rows", rows)
         if name not in self.observables:
             raise KeyError(f"{name!r} is not recorded in {self.path}; "
                            f"recorded: {', '.join(self.observables)}")
         with self._file() as f:
-            series = self._series(f, ("step", "time", name))
+            series = self._series(f, ("step", "time", name), window)
             g = f[f"observables/{name}"]
             units = attr_str(g.attrs.get("units", OBSERVABLE_INFO.get(name, ("1",))[0]))
             description = attr_str(g.attrs.get("description", ""))
@@ -383,6 +419,15 @@ class Store:
                 self._cache["result"] = result
         return self._cache.get("result")
 
+    def _result_without_rows(self):
+        """The final result with no trajectory (``None``), after its recorded rows are checked chunk by chunk (a damaged
+        chunk is a :class:`StoreCorruptError`, as reading them for :attr:`result` says): what a command that prints
+        no rows needs (``dlnm resume`` of a finished store), without reading GBs of them."""
+        damaged = _damaged_rows(self)
+        if damaged:
+            raise StoreCorruptError(damaged)
+        return self._final(trajectory=False)
+
     def _final(self, trajectory):
         """The final result; without ``trajectory`` its trajectory field is None (a summary: the recorded rows, GBs
         for long run, are not read)."""
@@ -414,14 +459,16 @@ class Store:
         found = valid_checkpoints(self.path, plan)
         return found[0] if found else None
 
-    def to_xarray(self, name=None):
-        """One observable as an xarray Dataset (``value(time, coordinate)``), or all of them merged."""
+    def to_xarray(self, name=None, rows=None):
+        """One observable as an xarray Dataset (``value(time, coordinate)``), or all of them merged; ``rows``: only
+        these rows (a slice, as :meth:`observable` takes it)."""
         xr = _xarray()
+        as_row_slice("rows", rows)
         if name is not None:
-            return self.observable(name).to_xarray()
+            return self.observable(name, rows).to_xarray()
         parts = []
         for obs in self.observables:
-            ds = self.observable(obs).to_xarray().rename({"value": obs})
+            ds = self.observable(obs, rows).to_xarray().rename({"value": obs})
             parts.append(ds)
         merged = xr.merge(parts, compat="override", join="exact", combine_attrs="drop") if parts else (
             xr.Dataset())

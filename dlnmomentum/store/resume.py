@@ -46,6 +46,7 @@ from .final import FINAL_DAMAGED
 from .format import FORMAT_VERSION, chunk_offsets, delete_group
 from .integrity import intact_rows
 from .read import Store, check_readable, open_h5, read_plan, store_path, valid_checkpoints
+from .rows_left import rows_left_request
 from .writer import (
     StoreWriter,
     drive_stored,
@@ -237,9 +238,20 @@ def _finished_result(path):
         return None
     try:
         done = Store(path)
-        return done.result if done.state == "complete" else None
+        return _stored_result(done) if done.state == "complete" else None
     except StoreError:  # left open, damaged, truncated, another kind...: the locked path says or repairs it
         return None
+
+
+def _stored_result(store):
+    """The result of the finished ``store``: :attr:`Store.result`, or inside :func:`.writer.rows_left_in_store` the
+    result without its trajectory (the rows checked chunk by chunk, not read into memory)."""
+    told = rows_left_request()
+    if told is None:
+        return store.result
+    result = store._result_without_rows()
+    told.update(path=store.path, rows=store.rows)
+    return result
 
 
 def resume(path, *, progress=None, checkpoint_every=60.0):
@@ -303,7 +315,7 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
                 damage = None
                 if plan.clean and status in st.TERMINAL:
                     try:
-                        result = Store(path).result
+                        result = _stored_result(Store(path))
                     except StoreCorruptError as exc:  # bytes of the finished store were damaged
                         damage = str(exc).removesuffix(FINAL_DAMAGED)  # (the advice this resume follows)
                     else:

@@ -87,11 +87,8 @@ from .format import (
     write_problem,
 )
 from .kinds import require_overwritable, require_regular_or_absent
-from .read import (
-    _trajectory_field,
-    read_series,
-    store_path,
-)
+from .read import _trajectory_field, read_series, store_path
+from .rows_left import rows_left_request, without_trajectory
 
 __all__ = ["run_with_store"]
 
@@ -166,7 +163,8 @@ class StoreWriter:
         for key, arr in (pending or {}).items():
             if key in schema and len(arr):
                 self._push(key, np.asarray(arr))
-        self.collected = [] if collect else None
+        self.told = rows_left_request()  # (inside rows_left_in_store: no rows kept nor read back)
+        self.collected = [] if collect and self.told is None else None
         self.collected_bytes = 0
         self.checkpoint_every = checkpoint_every
         self.watch = Stopwatch()
@@ -379,15 +377,15 @@ class StoreWriter:
         if self.collected is not None:
             result = run.finish(status, self.collected)  # overlaps with the last writes
         else:
-            result = run.finish(status, ())
+            result = run.finish(status, ())  # (its empty trajectory tells /final which field the rows are)
             name = _trajectory_field(result)
-            if name is not None and self.schema:
+            if name is not None and self.schema and self.told is None:
                 future = self._io(self._read_job)
                 self._reap(wait=True)  # raises if a write failed
                 result = dataclasses.replace(result, **{name: trajectory_from_fields(future.result(), owned=True)})
         self._io(self._finalise_job, run, status, result, final_ckpt)
         self._reap(wait=True)
-        self.result = result
+        self.result = without_trajectory(result, self.told)
         test_hook("close:done")
 
     def _read_job(self):
@@ -599,13 +597,15 @@ def drive_stored(run, writer, flag, progress):
         finally:
             if not writer.closed:
                 writer.close(run, st.RUNNING)
+    if writer.told is not None:
+        writer.told.update(path=writer.path, rows=writer.rows)
     if writer.result is None:
         import warnings
 
         warnings.warn(f"store {writer.path} was left at its last checkpoint (the run was stopped between a "
                       f"chunk and its recording); `{command('resume', writer.path)}` continues it", RuntimeWarning,
                       stacklevel=3)
-        return run.finish(st.INTERRUPTED, writer.collected or ())
+        return without_trajectory(run.finish(st.INTERRUPTED, writer.collected or ()), writer.told)
     return writer.result
 
 
