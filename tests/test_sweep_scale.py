@@ -182,3 +182,29 @@ def test_the_writer_does_not_read_back_a_store_it_has_just_created(tmp_path, mon
             assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
     assert got[3]["sessions"] == want[3]["sessions"] == 0 and got[3] == want[3]
     assert set(memory) == set(SweepFile(path)._read(plan, True)[0]) | {"done", "session"}
+
+
+def test_a_sweep_with_a_store_holds_one_copy_of_its_grid(tmp_path):
+    # the writer's copy of the grid is the executor's grid, and both go before the final read: about one copy of
+    # the result arrays at a time (three before: the writer's, the executor's and the final read's)
+    spec = {"n": 20, "d": 200, "s": 5, "n_test": 50}  # (wide: the grid's vectors outweigh a wave and the fixed costs)
+    kw = dict(gammas=np.geomspace(1e-3, 3e-2, 30), betas=np.linspace(0.0, 0.9, 50), reps=2, steps=5, wave_size=64,
+              progress=False)
+    dm.sweep(spec, store=str(tmp_path / "warm.h5"), **dict(kw, gammas=[0.01], betas=[0.5], reps=1))
+    tracemalloc.start()
+    try:
+        sw = dm.sweep(spec, store=str(tmp_path / "s.h5"), **kw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    plain = dm.sweep(spec, **kw)  # (no store: the executor's own grid)
+    grid_bytes = sum(a.nbytes for a in sw.data.values())
+    assert grid_bytes > 25e6
+    assert peak < 2.0 * grid_bytes  # (3.0x with three copies; 1.5x now, the rest a wave and the store's scan)
+    for name in FIELDS:  # the same bits with and without a store
+        assert sw[name].tobytes() == plain[name].tobytes(), name
+    # the store holds them too, read by another reader
+    again = dm.open_sweep(str(tmp_path / "s.h5"))
+    for name in FIELDS:
+        assert again[name].tobytes() == plain[name].tobytes(), name
+

@@ -100,7 +100,9 @@ class SweepFile:
     """Create / reopen a sweep store and write finished points into it (the sweep layer's ``plan`` says what).
 
     The writer keeps a copy of every grid dataset in memory (read by :meth:`read` with ``repair``) and
-    writes the chunks a wave touches from it.
+    writes the chunks a wave touches from it. The point fields :meth:`read` with ``repair`` returns *are* that copy
+    (one copy of the grid, not two: the sweep's grid while it runs, :func:`dlnmomentum.sweeps.execute.begin`);
+    :meth:`write_points` puts the points into it, and :meth:`release` lets it go.
     """
 
     def __init__(self, path):
@@ -217,7 +219,8 @@ class SweepFile:
             return config, problem
 
     def read(self, plan, repair=False):
-        """``(data, done, session, config)`` of the store.
+        """``(data, done, session, config)`` of the store; with ``repair``, ``data`` is the writer's copy (see the
+        class), written by :meth:`write_points`.
 
         A damaged chunk raises :class:`StoreCorruptError` naming the dataset; with ``repair`` (the
         writer, before a session) the points it held are not done instead (the session recomputes them).
@@ -245,10 +248,21 @@ class SweepFile:
         arrays.update(plan.parameters())
         done = arrays.pop("done").astype(bool)
         session = arrays.pop("session")
-        self._memory = {name: arr.copy() for name, arr in arrays.items()}
-        self._memory.update(done=done.astype(np.uint8), session=session.copy())
+        self._keep(arrays, done, session)
         self.repaired = 0
         return arrays, done, session, config
+
+    def _keep(self, arrays, done, session):
+        """Make ``arrays`` the writer's copy: the same arrays, not copies of them (a copy of every field was a
+        second copy of the whole grid, held for the whole session); ``done`` and ``session`` copied (small)."""
+        self._memory = dict(arrays)
+        self._memory.update(done=done.astype(np.uint8), session=session.copy())
+
+    def release(self):
+        """Let the writer's copy of the grid go (the sweep's final read then does not hold it beside its own); a
+        later :meth:`write_points` reads the store again."""
+        self._memory = None
+        self._created = None  # (what the file holds is no longer the fill of a fresh store)
 
     def _read(self, plan, repair):
         f, _ = open_h5(self.path)
@@ -273,8 +287,7 @@ class SweepFile:
         done = arrays.pop("done").astype(bool)
         session = arrays.pop("session")
         if repair:
-            self._memory = {name: arr.copy() for name, arr in arrays.items()}
-            self._memory.update(done=done.astype(np.uint8), session=session.copy())
+            self._keep(arrays, done, session)
             self.repaired = int(damaged.sum())
         return arrays, done, session, config
 
