@@ -3,6 +3,7 @@ and a wave's memory is bounded; every result bit stays that of the single runs."
 
 import itertools
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -208,3 +209,80 @@ def test_a_sweep_with_a_store_holds_one_copy_of_its_grid(tmp_path):
     for name in FIELDS:
         assert again[name].tobytes() == plain[name].tobytes(), name
 
+
+def _plain_loss(X, y, theta):
+    r = X @ theta - y
+    loss = float(r @ r / (2 * len(r)))
+    return np.inf if np.isnan(loss) else loss
+
+
+@pytest.mark.parametrize("n, d, n_test", [(1, 1, 0), (5, 2, 3), (20, 30, 100), (257, 33, 1000), (8, 129, 17),
+                                          (40, 300, 0)])
+def test_wave_losses_and_norms_are_the_bits_of_each_point(n, d, n_test):
+    # one stacked product per wave, each point's the bits of its own vector product (as Problem.train_loss,
+    # np.linalg.norm and np.abs(theta).sum() of one point), over magnitudes from 1e-200 to 1e300
+    from dlnmomentum.problem import Problem
+    from dlnmomentum.theory._float64 import norm2_rows
+
+    rng = np.random.default_rng(n * 1000 + d)
+    X, y = rng.normal(size=(n, d)), rng.normal(size=n)
+    Xt, yt = (rng.normal(size=(n_test, d)), rng.normal(size=n_test)) if n_test else (None, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # (a wide problem's warning)
+        p = Problem(X, y, Xt, yt)
+    m = 1500
+    T = rng.normal(size=(m, d)) * 10.0 ** rng.integers(-200, 200, size=(m, 1)) * rng.random((m, d)) ** 3
+    T[:5] = np.clip(rng.normal(size=(5, d)) * 1e170, -1e300, 1e300)  # (norms that the plain sum overflows)
+    train, test, norms, l1 = p._train_losses(T), p._test_losses(T), norm2_rows(T), np.abs(T).sum(axis=-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(m):
+            th = T[i].copy()
+            assert train[i].tobytes() == np.float64(_plain_loss(X, y, th)).tobytes(), i
+            want = _plain_loss(Xt, yt, th) if n_test else np.nan
+            assert np.array_equal(test[i], want, equal_nan=True) and test[i].tobytes() == np.float64(want).tobytes()
+            s = np.abs(th).max()
+            plain = np.linalg.norm(th) if 1e-150 <= s <= 1e150 or s == 0 else s * np.linalg.norm(th / s)
+            assert norms[i].tobytes() == np.float64(plain).tobytes(), i
+            assert l1[i].tobytes() == np.float64(np.abs(th).sum()).tobytes(), i
+    D = T[:20].copy()
+    D[7, 0], D[8, -1] = np.nan, np.inf
+    got = norm2_rows(D)
+    assert np.isnan(got[7]) and got[8] == np.inf
+
+
+def test_sweep_points_are_their_single_runs_without_a_call_per_point(monkeypatch):
+    # converged, diverged and max_steps points, with a test set: the wave's fields come from whole-wave operations
+    # (no loss or norm per point) and every point is still its single run dm.mgd bit for bit
+    from dlnmomentum import problem as problem_module
+    from dlnmomentum.runs import points
+
+    problem = dm.sparse_regression(n=20, d=30, s=5, n_test=100, seed=3)
+    gammas, betas = [0.004, 0.02, 0.08, 0.3], [0.0, 0.6, 0.9]
+    kw = dict(steps=2000, tol=1e-4, gradient="data", seed=11)
+
+    def per_point(*a, **k):
+        raise AssertionError("a loss or a norm computed point by point")
+
+    with monkeypatch.context() as mp:
+        for name in ("_train_loss", "_test_loss", "train_loss", "test_loss"):
+            mp.setattr(problem_module.Problem, name, per_point)
+        mp.setattr(points, "norm2", per_point)
+        sw = dm.sweep(problem, gammas=gammas, betas=betas, progress=False, **kw)
+    statuses = set()
+    for ib, beta in enumerate(betas):
+        for ig, gamma in enumerate(gammas):
+            res = dm.mgd(problem, gamma, beta, **kw)
+            statuses.add(res.status_name)
+            with np.errstate(over="ignore"):
+                delta = np.asarray(res.delta_inf)
+                s = np.abs(delta).max()
+                norm = np.linalg.norm(delta) if s <= 1e150 else s * np.linalg.norm(delta / s)
+            want = {"train_loss": res.train_loss, "test_loss": res.test_loss, "l1_norm": res.l1_norm,
+                    "delta_inf_norm": norm, "status": res.status, "steps_done": res.steps_done,
+                    "crossed": int(res.crossed), "theta": res.theta, "s_plus": res.s_plus, "s_minus": res.s_minus,
+                    "delta_inf": res.delta_inf, "theta0_tilde": res.theta0_tilde}
+            for name, value in want.items():
+                got = sw[name][0, ib, ig]
+                assert np.asarray(got, dtype=np.float64).tobytes() == np.asarray(value, dtype=np.float64).tobytes(), \
+                    (name, gamma, beta, res.status_name)
+    assert {"converged", "diverged", "max_steps"} <= statuses
