@@ -286,3 +286,64 @@ def test_sweep_points_are_their_single_runs_without_a_call_per_point(monkeypatch
                 assert np.asarray(got, dtype=np.float64).tobytes() == np.asarray(value, dtype=np.float64).tobytes(), \
                     (name, gamma, beta, res.status_name)
     assert {"converged", "diverged", "max_steps"} <= statuses
+
+
+@pytest.mark.parametrize("layout", ["new", "line"])
+def test_a_long_line_is_written_chunk_by_chunk_and_both_layouts_resume(tmp_path, monkeypatch, layout):
+    # a store of pairs (one line of points) is cut into chunks of at most CHUNK_BYTES along the line, so a wave
+    # rewrites the chunks it touches, not the whole line; a store chunked one line per chunk (before) is read,
+    # resumed and written as it is
+    import h5py
+    import xarray as xr
+
+    from dlnmomentum.store import sweep_format as SF
+
+    monkeypatch.setattr(SF, "CHUNK_BYTES", 4096)  # (17 points of theta per chunk, d = 30)
+    if layout == "line":  # a store as created before: one chunk per line
+        orig = SF.grid_chunks
+        monkeypatch.setattr(SF, "grid_chunks", lambda shape, grid_ndim, itemsize=None: orig(shape, grid_ndim))
+    npairs = 600
+    pairs = list(zip(np.geomspace(1e-3, 3e-2, npairs), np.linspace(0.0, 0.9, npairs), strict=True))
+    kw = dict(pairs=pairs, steps=20, wave_size=64, progress=False)
+    path = str(tmp_path / "p.h5")
+    selected = []  # points of `theta` each wave writes
+    orig_touched = SF._touched_chunks
+
+    def touched(shape, chunks, idx):
+        sels = list(orig_touched(shape, chunks, idx))
+        if len(shape) == 3 and shape[-1] == SPEC["d"]:
+            selected.append((len(idx[-1]), sum(s[1].stop - s[1].start for s in sels)))
+        return iter(sels)
+
+    monkeypatch.setattr(SF, "_touched_chunks", touched)
+    sw = dm.sweep(SPEC, store=path, **kw)
+    want = dm.sweep(SPEC, **{k: v for k, v in kw.items() if k != "wave_size"})  # (no store, one wave)
+    with h5py.File(path, "r") as f:
+        chunks = f["theta"].chunks
+    if layout == "new":
+        assert chunks == (1, 17, SPEC["d"])
+        # each wave writes its own points and at most a chunk more at each end, not the 600 points of the line
+        assert len(selected) >= 9 and all(sel <= n + 2 * 17 for n, sel in selected), selected
+    else:
+        assert chunks == (1, npairs, SPEC["d"])
+        assert all(sel == npairs for _, sel in selected)
+    for name in FIELDS:
+        assert sw[name].tobytes() == want[name].tobytes(), name
+    # an interrupted store: points 100..299 not done, their fields scribbled over; a resume writes them again
+    with h5py.File(path, "r+") as f:
+        f["done"][0, 100:300] = 0
+        f["theta"][0, 100:300] = np.nan
+        f["train_loss"][0, 100:300] = -1.0
+    monkeypatch.undo()  # (resumed by this version, whatever the layout)
+    partial = dm.open_sweep(path)
+    assert int(partial.done.sum()) == npairs - 200
+    resumed = dm.resume_sweep(path, wave_size=64, progress=False)
+    assert resumed.complete
+    for name in FIELDS:
+        assert resumed[name].tobytes() == want[name].tobytes(), name
+    with h5py.File(path, "r") as f:
+        assert f["theta"].chunks == chunks  # (a store keeps its layout)
+    with xr.open_dataset(path, engine="h5netcdf") as ds:
+        assert ds["theta"].shape == (1, npairs, SPEC["d"])
+        assert ds["theta"].values.tobytes() == want["theta"].tobytes()
+        assert np.array_equal(ds["done"].values, np.ones((1, npairs), dtype=np.uint8))

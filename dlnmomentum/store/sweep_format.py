@@ -11,7 +11,8 @@ them; their codes are the same). Opens in xarray (``xarray.open_dataset(path, en
 How a sweep store survives crashes, full disks and damage
 ---------------------------------------------------------
 * Since 0.3.0 every dataset carries HDF5's Fletcher32 checksum (chunked: one chunk per line of the last
-  grid axis, so every chunk is whole and is rewritten without being read), and the superblock has
+  grid axis, at most :data:`CHUNK_BYTES` of it in a store created since 0.6.0, so every chunk is whole and is
+  rewritten without being read), and the superblock has
   HDF5's status flags (``libver="latest"``), which let readers open it without a file lock (see
   :func:`dlnmomentum.store.files.open_h5`): a reader never blocks the writer.
 * Points are written in waves: the chunks a wave touches are written whole from the writer's copy in
@@ -81,10 +82,24 @@ def fill_value(dtype):
     return np.nan if np.issubdtype(dtype, np.floating) else 0
 
 
-def grid_chunks(shape, grid_ndim):
+#: Most bytes of a chunk of a new sweep store's grid dataset along its last grid axis (:func:`grid_chunks`).
+CHUNK_BYTES = 1 << 20
+
+
+def grid_chunks(shape, grid_ndim, itemsize=None):
     """One chunk per line of the last grid axis (with the trailing ``coord`` axis whole): every chunk is
-    whole, so a wave rewrites a chunk without reading it (a damaged one included)."""
-    return (1,) * (grid_ndim - 1) + tuple(max(1, n) for n in shape[grid_ndim - 1:])
+    whole, so a wave rewrites a chunk without reading it (a damaged one included).
+
+    With ``itemsize`` (new sweep stores), a line longer than :data:`CHUNK_BYTES` is cut into chunks of that size
+    along the last grid axis: a wave rewrites the chunks it touches, and a chunk of a whole line of 10^5 pairs
+    (24 MB of ``theta``) was rewritten in every wave (waves × line bytes, quadratic in a long line). Stores chunked
+    one line per chunk (before) are read and written as they are: the writer takes each dataset's own chunks."""
+    chunks = (1,) * (grid_ndim - 1) + tuple(max(1, n) for n in shape[grid_ndim - 1:])
+    if itemsize is None:
+        return chunks
+    point_bytes = int(itemsize) * int(np.prod(chunks[grid_ndim:], dtype=np.int64))
+    last = min(chunks[grid_ndim - 1], max(1, CHUNK_BYTES // max(1, point_bytes)))
+    return chunks[:grid_ndim - 1] + (last,) + chunks[grid_ndim:]
 
 
 def _write_failed(path, exc, done):
@@ -175,7 +190,7 @@ class SweepFile:
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
         ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=fill_value(dtype), fletcher32=True,
-                              chunks=grid_chunks(shape, len(plan.shape)), dcpl=dcpl)
+                              chunks=grid_chunks(shape, len(plan.shape), np.dtype(dtype).itemsize), dcpl=dcpl)
         ds.attrs["description"] = desc
         ds.attrs.update(flag_attributes(name, dtype))  # status, theory_reason: the name of every code
         for axis, dim in enumerate(plan.dims):
