@@ -195,5 +195,10 @@ def finish_mgd_points(plan, points, outputs, w_plus0, w_minus0):
     # the whole wave at once (mgd_columns): one call per point was most of a short-run sweep's time
     reps, rest = np.divmod(np.asarray(points, dtype=np.int64), int(np.prod(plan.grid_shape)))
     betas = plan.point_beta.ravel()[rest]
-    return mgd_columns([plan.problem_for(int(r)) for r in reps], betas, OUT_F[:npts], OUT_I[:npts], OUT_STATUS,
-                       OUT_STEPS, w_plus0, w_minus0, cfg["theory"], cfg["theory_tol"])
+    # (each point's Problem through an object array: no Python step per point)
+    uniq, which = np.unique(reps, return_inverse=True)
+    table = np.empty(len(uniq), dtype=object)
+    for k, r in enumerate(uniq):
+        table[k] = plan.problem_for(int(r))
+    return mgd_columns(table[which], betas, OUT_F[:npts], OUT_I[:npts], OUT_STATUS, OUT_STEPS, w_plus0, w_minus0,
+                       cfg["theory"], cfg["theory_tol"])
