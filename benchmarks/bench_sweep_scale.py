@@ -12,7 +12,8 @@ grows by at most 2× from the smallest to the largest size (nothing super-linear
 state is bounded (``lockstep.WAVE_STATE_BYTES``) instead of growing with the sweep.
 
 Default sizes (1e3, 1e4 points) run in well under a minute; ``DLNM_BENCH_SWEEP_SIZES=1000,10000,100000,450000``
-sets others.
+sets others. ``DLNM_BENCH_SWEEP_DESIGN=pairs`` runs one line of (γ, β) pairs instead (one data set, the same number
+of points): a sweep whose chunks lie along one long line, which every wave touches.
 
 Run: ``python -m pytest benchmarks/bench_sweep_scale.py --benchmark-only -s``
 """
@@ -26,6 +27,7 @@ import textwrap
 import pytest
 
 SIZES = [int(float(s)) for s in os.environ.get("DLNM_BENCH_SWEEP_SIZES", "1000,10000").split(",")]
+DESIGN = os.environ.get("DLNM_BENCH_SWEEP_DESIGN", "grid")
 STEPS = 20
 REPS = 5
 FIXED_RSS_MB = 400.0
@@ -57,14 +59,17 @@ _SCRIPT = textwrap.dedent(r"""
                            (LS.LockstepEngine, "finish_points", "fields"), (SF.SweepFile, "write_points", "write"),
                            (EX, "open_sweep", "open_sweep")]:
         timed(obj, name, key)
-    npoints, steps, reps, path = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    npoints, steps, reps, path, design = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     side = max(1, round((npoints / reps) ** 0.5))
     spec = dict(n=20, d=30, s=5)
     dm.sweep(spec, gammas=[0.01], betas=[0.5], steps=2, progress=False)  # (loads the compiled kernel)
+    if design == "pairs":  # one line of pairs, one data set
+        design_kw = dict(pairs=list(zip(np.geomspace(1e-3, 3e-2, npoints), np.linspace(0.0, 0.9, npoints))))
+    else:
+        design_kw = dict(gammas=np.geomspace(1e-3, 3e-2, side), betas=np.linspace(0.0, 0.9, side), reps=reps)
     T.clear()
     t0 = time.perf_counter()
-    sw = dm.sweep(spec, gammas=np.geomspace(1e-3, 3e-2, side), betas=np.linspace(0.0, 0.9, side), reps=reps,
-                  steps=steps, store=path, progress=False)
+    sw = dm.sweep(spec, **design_kw, steps=steps, store=path, progress=False)
     out = {"points": int(sw.done.size), "total": time.perf_counter() - t0, **T,
            "result_MB": sum(a.nbytes for a in sw.data.values()) / 1e6, "file_MB": os.path.getsize(path) / 1e6,
            "peak_rss_MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -93,7 +98,7 @@ _SCRIPT = textwrap.dedent(r"""
 
 def _measure(npoints, tmp_path):
     path = str(tmp_path / f"sweep_{npoints}.h5")
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(npoints), str(STEPS), str(REPS), path],
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(npoints), str(STEPS), str(REPS), path, DESIGN],
                           capture_output=True, text=True, env=dict(os.environ), check=False)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert line is not None, proc.stderr[-3000:]
@@ -109,7 +114,8 @@ def test_sweep_scale(benchmark, npoints, machine, tmp_path):
     _results[npoints] = out
     benchmark.extra_info.update(machine=machine, **out)
     outside = out["total"] - out.get("kernels", 0.0)
-    print(f"\n{out['points']} points x {STEPS} steps: total {out['total']:.2f} s = plan {out.get('plan', 0):.3f} + "
+    print(f"\n{DESIGN}: {out['points']} points x {STEPS} steps: total {out['total']:.2f} s = "
+          f"plan {out.get('plan', 0):.3f} + "
           f"create {out.get('create', 0):.2f} + read {out.get('read', 0):.2f} + kernels {out.get('kernels', 0):.2f} + "
           f"fields {out.get('fields', 0):.2f} + write {out.get('write', 0):.2f} + open_sweep "
           f"{out.get('open_sweep', 0):.2f}; outside the kernels {outside / out['points'] * 1e6:.1f} us/point; "

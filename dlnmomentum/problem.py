@@ -180,6 +180,19 @@ class Problem:
             r = self.X_test @ theta - self.y_test
             return _squared_mean(r)
 
+    # The losses of many checked θ at once (rows of a C-contiguous finite float64 (m, d) array), each the bits of
+    # `_train_loss`/`_test_loss` of its row: np.matmul of a stack runs, for each matrix of the stack, the very
+    # BLAS call of the single product (matrix @ vector: gemv; row @ column: the dot of `r @ r`) with the same
+    # strides (numpy's matmul inner loop), and the rest is element-wise. A product of the whole stack at once
+    # (X @ Θ.T, gemm) would round differently. Blocks of rows bound the residuals' memory (n_test may be large).
+    def _train_losses(self, thetas):
+        return _squared_means(self.X, thetas, self.y)
+
+    def _test_losses(self, thetas):
+        if self.n_test == 0:
+            return np.full(len(thetas), np.nan)
+        return _squared_means(self.X_test, thetas, self.y_test)
+
     def summary(self):
         shown = {"n", "d", "n_test"}
         extra = "".join(f", {k}={v}" for k, v in self.params.items() if k not in shown)
@@ -187,6 +200,24 @@ class Problem:
 
     def __repr__(self):
         return self.summary()
+
+
+#: Residual entries of one block of :func:`_squared_means` (1 MB).
+_RESIDUAL_BLOCK = 1 << 17
+
+
+def _squared_means(X, thetas, y):
+    """:func:`_squared_mean` of ``X @ θ - y`` for each row θ of ``thetas``, bit for bit (see ``_train_losses``)."""
+    out = np.empty(len(thetas))
+    rows = max(1, _RESIDUAL_BLOCK // max(1, X.shape[0]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, len(thetas), rows):
+            t = thetas[start:start + rows]
+            r = np.matmul(X, t[:, :, None])[:, :, 0] - y  # (each (n, d) @ (d, 1): gemv, as X @ θ)
+            sq = np.matmul(r[:, None, :], r[:, :, None])[:, 0, 0]  # (each (1, n) @ (n, 1): the dot of r @ r)
+            loss = sq / (2 * r.shape[1])
+            out[start:start + rows] = np.where(np.isnan(loss), np.inf, loss)
+    return out
 
 
 def _squared_mean(r):

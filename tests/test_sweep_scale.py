@@ -3,6 +3,7 @@ and a wave's memory is bounded; every result bit stays that of the single runs."
 
 import itertools
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -182,3 +183,167 @@ def test_the_writer_does_not_read_back_a_store_it_has_just_created(tmp_path, mon
             assert g.dtype == w.dtype and g.tobytes() == w.tobytes()
     assert got[3]["sessions"] == want[3]["sessions"] == 0 and got[3] == want[3]
     assert set(memory) == set(SweepFile(path)._read(plan, True)[0]) | {"done", "session"}
+
+
+def test_a_sweep_with_a_store_holds_one_copy_of_its_grid(tmp_path):
+    # the writer's copy of the grid is the executor's grid, and both go before the final read: about one copy of
+    # the result arrays at a time (three before: the writer's, the executor's and the final read's)
+    spec = {"n": 20, "d": 200, "s": 5, "n_test": 50}  # (wide: the grid's vectors outweigh a wave and the fixed costs)
+    kw = dict(gammas=np.geomspace(1e-3, 3e-2, 30), betas=np.linspace(0.0, 0.9, 50), reps=2, steps=5, wave_size=64,
+              progress=False)
+    dm.sweep(spec, store=str(tmp_path / "warm.h5"), **dict(kw, gammas=[0.01], betas=[0.5], reps=1))
+    tracemalloc.start()
+    try:
+        sw = dm.sweep(spec, store=str(tmp_path / "s.h5"), **kw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    plain = dm.sweep(spec, **kw)  # (no store: the executor's own grid)
+    grid_bytes = sum(a.nbytes for a in sw.data.values())
+    assert grid_bytes > 25e6
+    assert peak < 2.0 * grid_bytes  # (3.0x with three copies; 1.5x now, the rest a wave and the store's scan)
+    for name in FIELDS:  # the same bits with and without a store
+        assert sw[name].tobytes() == plain[name].tobytes(), name
+    # the store holds them too, read by another reader
+    again = dm.open_sweep(str(tmp_path / "s.h5"))
+    for name in FIELDS:
+        assert again[name].tobytes() == plain[name].tobytes(), name
+
+
+def _plain_loss(X, y, theta):
+    r = X @ theta - y
+    loss = float(r @ r / (2 * len(r)))
+    return np.inf if np.isnan(loss) else loss
+
+
+@pytest.mark.parametrize("n, d, n_test", [(1, 1, 0), (5, 2, 3), (20, 30, 100), (257, 33, 1000), (8, 129, 17),
+                                          (40, 300, 0)])
+def test_wave_losses_and_norms_are_the_bits_of_each_point(n, d, n_test):
+    # one stacked product per wave, each point's the bits of its own vector product (as Problem.train_loss,
+    # np.linalg.norm and np.abs(theta).sum() of one point), over magnitudes from 1e-200 to 1e300
+    from dlnmomentum.problem import Problem
+    from dlnmomentum.theory._float64 import norm2_rows
+
+    rng = np.random.default_rng(n * 1000 + d)
+    X, y = rng.normal(size=(n, d)), rng.normal(size=n)
+    Xt, yt = (rng.normal(size=(n_test, d)), rng.normal(size=n_test)) if n_test else (None, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # (a wide problem's warning)
+        p = Problem(X, y, Xt, yt)
+    m = 1500
+    T = rng.normal(size=(m, d)) * 10.0 ** rng.integers(-200, 200, size=(m, 1)) * rng.random((m, d)) ** 3
+    T[:5] = np.clip(rng.normal(size=(5, d)) * 1e170, -1e300, 1e300)  # (norms that the plain sum overflows)
+    train, test, norms, l1 = p._train_losses(T), p._test_losses(T), norm2_rows(T), np.abs(T).sum(axis=-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(m):
+            th = T[i].copy()
+            assert train[i].tobytes() == np.float64(_plain_loss(X, y, th)).tobytes(), i
+            want = _plain_loss(Xt, yt, th) if n_test else np.nan
+            assert np.array_equal(test[i], want, equal_nan=True) and test[i].tobytes() == np.float64(want).tobytes()
+            s = np.abs(th).max()
+            plain = np.linalg.norm(th) if 1e-150 <= s <= 1e150 or s == 0 else s * np.linalg.norm(th / s)
+            assert norms[i].tobytes() == np.float64(plain).tobytes(), i
+            assert l1[i].tobytes() == np.float64(np.abs(th).sum()).tobytes(), i
+    D = T[:20].copy()
+    D[7, 0], D[8, -1] = np.nan, np.inf
+    got = norm2_rows(D)
+    assert np.isnan(got[7]) and got[8] == np.inf
+
+
+def test_sweep_points_are_their_single_runs_without_a_call_per_point(monkeypatch):
+    # converged, diverged and max_steps points, with a test set: the wave's fields come from whole-wave operations
+    # (no loss or norm per point) and every point is still its single run dm.mgd bit for bit
+    from dlnmomentum import problem as problem_module
+    from dlnmomentum.runs import points
+
+    problem = dm.sparse_regression(n=20, d=30, s=5, n_test=100, seed=3)
+    gammas, betas = [0.004, 0.02, 0.08, 0.3], [0.0, 0.6, 0.9]
+    kw = dict(steps=2000, tol=1e-4, gradient="data", seed=11)
+
+    def per_point(*a, **k):
+        raise AssertionError("a loss or a norm computed point by point")
+
+    with monkeypatch.context() as mp:
+        for name in ("_train_loss", "_test_loss", "train_loss", "test_loss"):
+            mp.setattr(problem_module.Problem, name, per_point)
+        mp.setattr(points, "norm2", per_point)
+        sw = dm.sweep(problem, gammas=gammas, betas=betas, progress=False, **kw)
+    statuses = set()
+    for ib, beta in enumerate(betas):
+        for ig, gamma in enumerate(gammas):
+            res = dm.mgd(problem, gamma, beta, **kw)
+            statuses.add(res.status_name)
+            with np.errstate(over="ignore"):
+                delta = np.asarray(res.delta_inf)
+                s = np.abs(delta).max()
+                norm = np.linalg.norm(delta) if s <= 1e150 else s * np.linalg.norm(delta / s)
+            want = {"train_loss": res.train_loss, "test_loss": res.test_loss, "l1_norm": res.l1_norm,
+                    "delta_inf_norm": norm, "status": res.status, "steps_done": res.steps_done,
+                    "crossed": int(res.crossed), "theta": res.theta, "s_plus": res.s_plus, "s_minus": res.s_minus,
+                    "delta_inf": res.delta_inf, "theta0_tilde": res.theta0_tilde}
+            for name, value in want.items():
+                got = sw[name][0, ib, ig]
+                assert np.asarray(got, dtype=np.float64).tobytes() == np.asarray(value, dtype=np.float64).tobytes(), \
+                    (name, gamma, beta, res.status_name)
+    assert {"converged", "diverged", "max_steps"} <= statuses
+
+
+@pytest.mark.parametrize("layout", ["new", "line"])
+def test_a_long_line_is_written_chunk_by_chunk_and_both_layouts_resume(tmp_path, monkeypatch, layout):
+    # a store of pairs (one line of points) is cut into chunks of at most CHUNK_BYTES along the line, so a wave
+    # rewrites the chunks it touches, not the whole line; a store chunked one line per chunk (before) is read,
+    # resumed and written as it is
+    import h5py
+    import xarray as xr
+
+    from dlnmomentum.store import sweep_format as SF
+
+    monkeypatch.setattr(SF, "CHUNK_BYTES", 4096)  # (17 points of theta per chunk, d = 30)
+    if layout == "line":  # a store as created before: one chunk per line
+        orig = SF.grid_chunks
+        monkeypatch.setattr(SF, "grid_chunks", lambda shape, grid_ndim, itemsize=None: orig(shape, grid_ndim))
+    npairs = 600
+    pairs = list(zip(np.geomspace(1e-3, 3e-2, npairs), np.linspace(0.0, 0.9, npairs), strict=True))
+    kw = dict(pairs=pairs, steps=20, wave_size=64, progress=False)
+    path = str(tmp_path / "p.h5")
+    selected = []  # points of `theta` each wave writes
+    orig_touched = SF._touched_chunks
+
+    def touched(shape, chunks, idx):
+        sels = list(orig_touched(shape, chunks, idx))
+        if len(shape) == 3 and shape[-1] == SPEC["d"]:
+            selected.append((len(idx[-1]), sum(s[1].stop - s[1].start for s in sels)))
+        return iter(sels)
+
+    monkeypatch.setattr(SF, "_touched_chunks", touched)
+    sw = dm.sweep(SPEC, store=path, **kw)
+    want = dm.sweep(SPEC, **{k: v for k, v in kw.items() if k != "wave_size"})  # (no store, one wave)
+    with h5py.File(path, "r") as f:
+        chunks = f["theta"].chunks
+    if layout == "new":
+        assert chunks == (1, 17, SPEC["d"])
+        # each wave writes its own points and at most a chunk more at each end, not the 600 points of the line
+        assert len(selected) >= 9 and all(sel <= n + 2 * 17 for n, sel in selected), selected
+    else:
+        assert chunks == (1, npairs, SPEC["d"])
+        assert all(sel == npairs for _, sel in selected)
+    for name in FIELDS:
+        assert sw[name].tobytes() == want[name].tobytes(), name
+    # an interrupted store: points 100..299 not done, their fields scribbled over; a resume writes them again
+    with h5py.File(path, "r+") as f:
+        f["done"][0, 100:300] = 0
+        f["theta"][0, 100:300] = np.nan
+        f["train_loss"][0, 100:300] = -1.0
+    monkeypatch.undo()  # (resumed by this version, whatever the layout)
+    partial = dm.open_sweep(path)
+    assert int(partial.done.sum()) == npairs - 200
+    resumed = dm.resume_sweep(path, wave_size=64, progress=False)
+    assert resumed.complete
+    for name in FIELDS:
+        assert resumed[name].tobytes() == want[name].tobytes(), name
+    with h5py.File(path, "r") as f:
+        assert f["theta"].chunks == chunks  # (a store keeps its layout)
+    with xr.open_dataset(path, engine="h5netcdf") as ds:
+        assert ds["theta"].shape == (1, npairs, SPEC["d"])
+        assert ds["theta"].values.tobytes() == want["theta"].tobytes()
+        assert np.array_equal(ds["done"].values, np.ones((1, npairs), dtype=np.uint8))

@@ -205,41 +205,74 @@ def mgd_point(problem, beta, fstate, istate, status, steps_done, w_plus0, w_minu
 
 
 def mgd_points(problems, betas, fstates, istates, statuses, steps_done, w_plus0, w_minus0, theory, theory_tol):
-    """The fields of many MGD/SMGD points (a list of dicts, as :func:`mgd_point` each) from their kernel states
-    ``fstates``/``istates`` (a leading point axis), ``problems``/``betas``/``statuses``/``steps_done`` one per point.
+    """The fields of many MGD/SMGD points (a list of dicts, as :func:`mgd_point` each): :func:`mgd_columns` cut
+    into points."""
+    cols = mgd_columns(problems, betas, fstates, istates, statuses, steps_done, w_plus0, w_minus0, theory,
+                       theory_tol)
+    scalar = {"crossed": int, "status": int, "steps_done": int, "sign_changes": int, "theory_reason": int}
+    return [{name: (col[i] if name in VECTOR_FIELDS else scalar.get(name, float)(col[i]))
+             for name, col in cols.items()} for i in range(len(problems))]
 
-    :func:`~dlnmomentum.runs.mgd.derived_fields` takes the whole wave in one call (element-wise: the bits of each
-    single run); what is left per point are the losses (the same matrix-vector products as the single run, on
-    a fresh copy of θ as :meth:`Problem.train_loss` makes it), the norms and the theory.
+
+def mgd_columns(problems, betas, fstates, istates, statuses, steps_done, w_plus0, w_minus0, theory, theory_tol):
+    """The fields of many MGD/SMGD points as :func:`point_columns` (one array per field of :data:`FIELDS`, a leading
+    point axis) from their kernel states ``fstates``/``istates`` (a leading point axis),
+    ``problems``/``betas``/``statuses``/``steps_done`` one per point.
+
+    Every field is the bits of the single run's (``MGDRun.finish``): :func:`~dlnmomentum.runs.mgd.derived_fields`
+    is element-wise; the losses are ``Problem._train_losses``/``_test_losses`` (for each point the BLAS calls of
+    ``Problem.train_loss``), ``delta_inf_norm`` :func:`~dlnmomentum.theory._float64.norm2_rows` (each row's
+    :func:`norm2`) and ``l1_norm`` the sum of each row of |θ| (numpy's pairwise sum of the row, as
+    ``np.abs(theta).sum()``). Per point in Python are only the theory fields (``theory=True``) and a θ that is not
+    finite (never from the kernels, which stop a diverging run; the checked loss says what is wrong). One call per
+    point of those whole-wave operations was twice the kernels' time of a sweep of short runs.
     """
-    betas = np.asarray(betas, dtype=np.float64)
-    f = derived_fields(fstates, istates, betas, w_plus0, w_minus0)
-    crossings = istates[:, KL.CROSS_PLUS, :].sum(axis=-1) + istates[:, KL.CROSS_MINUS, :].sum(axis=-1)
-    d = f["theta"].shape[-1]
-    finite = np.isfinite(f["theta"]).all(axis=-1)
-    out = []
-    for i, problem in enumerate(problems):
-        theta = f["theta"][i].copy()  # (a fresh array, as the single run's losses see it)
-        if finite[i]:  # (the checks of Problem.train_loss, done above for the whole wave)
-            train_loss, test_loss = problem._train_loss(theta), problem._test_loss(theta)
-        else:  # (never from the kernels, which stop a diverging run: the checked call says what is wrong)
-            train_loss, test_loss = problem.train_loss(theta), problem.test_loss(theta)
-        status = int(statuses[i])
-        point = {"test_loss": test_loss, "train_loss": train_loss,
-                 "delta_inf_norm": norm2(f["delta_inf"][i]),  # (a diverged point may be huge)
-                 "l1_norm": float(np.abs(theta).sum()), "crossed": int(f["crossed"][i]), "status": status,
-                 "steps_done": int(steps_done[i]), "sign_changes": int(crossings[i]),
-                 "s_plus": f["s_plus"][i], "s_minus": f["s_minus"][i], "theta": theta,
-                 "delta_inf": f["delta_inf"][i], "theta0_tilde": f["theta0_tilde"][i]}
-        point.update(no_theory(d))
-        if theory:
-            from ..theory.entropy import _reference_mirror
+    from ..theory._float64 import norm2_rows
 
-            mirror = _reference_mirror(w_plus0, w_minus0, point["s_plus"], point["s_minus"], point["delta_inf"])
-            point.update(theory_fields(problem, theta, point["delta_inf"], point["theta0_tilde"], status,
-                                       train_loss, theory_tol, mirror))
-        out.append(point)
-    return out
+    betas = np.asarray(betas, dtype=np.float64)
+    npts = len(problems)
+    f = derived_fields(fstates, istates, betas, w_plus0, w_minus0)
+    theta = np.ascontiguousarray(f["theta"])
+    d = theta.shape[-1]
+    cols = {"test_loss": np.empty(npts), "train_loss": np.empty(npts),
+            "delta_inf_norm": norm2_rows(f["delta_inf"]), "l1_norm": np.abs(theta).sum(axis=-1),
+            "crossed": np.asarray(f["crossed"], dtype=np.int8),
+            "status": np.asarray(statuses, dtype=np.int64)[:npts].astype(np.int8),
+            "steps_done": np.asarray(steps_done, dtype=np.int64)[:npts].copy(),
+            "sign_changes": istates[:, KL.CROSS_PLUS, :].sum(axis=-1) + istates[:, KL.CROSS_MINUS, :].sum(axis=-1),
+            "s_plus": f["s_plus"], "s_minus": f["s_minus"], "theta": theta, "delta_inf": f["delta_inf"],
+            "theta0_tilde": f["theta0_tilde"]}
+    theory_cols = no_theory(d)
+    for name, value in theory_cols.items():
+        shape = (npts,) + np.shape(value)
+        dtype = (SCALAR_FIELDS.get(name) or VECTOR_FIELDS[name])[0]
+        cols[name] = np.full(shape, value, dtype=dtype)
+    finite = np.isfinite(theta).all(axis=-1)
+    # the losses, a block of rows per data set (the points of a rep share one Problem; grouped without a Python
+    # step per point)
+    ids = np.fromiter(map(id, problems), dtype=np.uint64, count=npts)
+    _, first, which = np.unique(ids, return_index=True, return_inverse=True)
+    for k, i0 in enumerate(first):
+        problem = problems[i0]
+        rows = np.flatnonzero(which == k)
+        ok = rows[finite[rows]]
+        if ok.size:
+            t = theta[ok]
+            cols["train_loss"][ok] = problem._train_losses(t)
+            cols["test_loss"][ok] = problem._test_losses(t)
+        for i in rows[~finite[rows]]:  # (the checked call says what is wrong)
+            cols["train_loss"][i], cols["test_loss"][i] = problem.train_loss(theta[i]), problem.test_loss(theta[i])
+    if theory:
+        from ..theory.entropy import _reference_mirror
+
+        for i, problem in enumerate(problems):
+            mirror = _reference_mirror(w_plus0, w_minus0, cols["s_plus"][i], cols["s_minus"][i],
+                                       cols["delta_inf"][i])
+            point = theory_fields(problem, theta[i].copy(), cols["delta_inf"][i], cols["theta0_tilde"][i],
+                                  int(cols["status"][i]), float(cols["train_loss"][i]), theory_tol, mirror)
+            for name, value in point.items():
+                cols[name][i] = value
+    return cols
 
 
 def flow_point(result, problem, theory, theory_tol):

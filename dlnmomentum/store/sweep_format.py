@@ -11,7 +11,8 @@ them; their codes are the same). Opens in xarray (``xarray.open_dataset(path, en
 How a sweep store survives crashes, full disks and damage
 ---------------------------------------------------------
 * Since 0.3.0 every dataset carries HDF5's Fletcher32 checksum (chunked: one chunk per line of the last
-  grid axis, so every chunk is whole and is rewritten without being read), and the superblock has
+  grid axis, at most :data:`CHUNK_BYTES` of it in a store created since 0.6.0, so every chunk is whole and is
+  rewritten without being read), and the superblock has
   HDF5's status flags (``libver="latest"``), which let readers open it without a file lock (see
   :func:`dlnmomentum.store.files.open_h5`): a reader never blocks the writer.
 * Points are written in waves: the chunks a wave touches are written whole from the writer's copy in
@@ -81,10 +82,24 @@ def fill_value(dtype):
     return np.nan if np.issubdtype(dtype, np.floating) else 0
 
 
-def grid_chunks(shape, grid_ndim):
+#: Most bytes of a chunk of a new sweep store's grid dataset along its last grid axis (:func:`grid_chunks`).
+CHUNK_BYTES = 1 << 20
+
+
+def grid_chunks(shape, grid_ndim, itemsize=None):
     """One chunk per line of the last grid axis (with the trailing ``coord`` axis whole): every chunk is
-    whole, so a wave rewrites a chunk without reading it (a damaged one included)."""
-    return (1,) * (grid_ndim - 1) + tuple(max(1, n) for n in shape[grid_ndim - 1:])
+    whole, so a wave rewrites a chunk without reading it (a damaged one included).
+
+    With ``itemsize`` (new sweep stores), a line longer than :data:`CHUNK_BYTES` is cut into chunks of that size
+    along the last grid axis: a wave rewrites the chunks it touches, and a chunk of a whole line of 10^5 pairs
+    (24 MB of ``theta``) was rewritten in every wave (waves × line bytes, quadratic in a long line). Stores chunked
+    one line per chunk (before) are read and written as they are: the writer takes each dataset's own chunks."""
+    chunks = (1,) * (grid_ndim - 1) + tuple(max(1, n) for n in shape[grid_ndim - 1:])
+    if itemsize is None:
+        return chunks
+    point_bytes = int(itemsize) * int(np.prod(chunks[grid_ndim:], dtype=np.int64))
+    last = min(chunks[grid_ndim - 1], max(1, CHUNK_BYTES // max(1, point_bytes)))
+    return chunks[:grid_ndim - 1] + (last,) + chunks[grid_ndim:]
 
 
 def _write_failed(path, exc, done):
@@ -100,7 +115,9 @@ class SweepFile:
     """Create / reopen a sweep store and write finished points into it (the sweep layer's ``plan`` says what).
 
     The writer keeps a copy of every grid dataset in memory (read by :meth:`read` with ``repair``) and
-    writes the chunks a wave touches from it.
+    writes the chunks a wave touches from it. The point fields :meth:`read` with ``repair`` returns *are* that copy
+    (one copy of the grid, not two: the sweep's grid while it runs, :func:`dlnmomentum.sweeps.execute.begin`);
+    :meth:`write_points` puts the points into it, and :meth:`release` lets it go.
     """
 
     def __init__(self, path):
@@ -173,7 +190,7 @@ class SweepFile:
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
         ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=fill_value(dtype), fletcher32=True,
-                              chunks=grid_chunks(shape, len(plan.shape)), dcpl=dcpl)
+                              chunks=grid_chunks(shape, len(plan.shape), np.dtype(dtype).itemsize), dcpl=dcpl)
         ds.attrs["description"] = desc
         ds.attrs.update(flag_attributes(name, dtype))  # status, theory_reason: the name of every code
         for axis, dim in enumerate(plan.dims):
@@ -217,7 +234,8 @@ class SweepFile:
             return config, problem
 
     def read(self, plan, repair=False):
-        """``(data, done, session, config)`` of the store.
+        """``(data, done, session, config)`` of the store; with ``repair``, ``data`` is the writer's copy (see the
+        class), written by :meth:`write_points`.
 
         A damaged chunk raises :class:`StoreCorruptError` naming the dataset; with ``repair`` (the
         writer, before a session) the points it held are not done instead (the session recomputes them).
@@ -245,10 +263,21 @@ class SweepFile:
         arrays.update(plan.parameters())
         done = arrays.pop("done").astype(bool)
         session = arrays.pop("session")
-        self._memory = {name: arr.copy() for name, arr in arrays.items()}
-        self._memory.update(done=done.astype(np.uint8), session=session.copy())
+        self._keep(arrays, done, session)
         self.repaired = 0
         return arrays, done, session, config
+
+    def _keep(self, arrays, done, session):
+        """Make ``arrays`` the writer's copy: the same arrays, not copies of them (a copy of every field was a
+        second copy of the whole grid, held for the whole session); ``done`` and ``session`` copied (small)."""
+        self._memory = dict(arrays)
+        self._memory.update(done=done.astype(np.uint8), session=session.copy())
+
+    def release(self):
+        """Let the writer's copy of the grid go (the sweep's final read then does not hold it beside its own); a
+        later :meth:`write_points` reads the store again."""
+        self._memory = None
+        self._created = None  # (what the file holds is no longer the fill of a fresh store)
 
     def _read(self, plan, repair):
         f, _ = open_h5(self.path)
@@ -273,8 +302,7 @@ class SweepFile:
         done = arrays.pop("done").astype(bool)
         session = arrays.pop("session")
         if repair:
-            self._memory = {name: arr.copy() for name, arr in arrays.items()}
-            self._memory.update(done=done.astype(np.uint8), session=session.copy())
+            self._keep(arrays, done, session)
             self.repaired = int(damaged.sum())
         return arrays, done, session, config
 

@@ -378,16 +378,18 @@ def execute_distributed(client, plan, store, progress, block_size, log, wave_siz
                     submit()  # the workers go on while this process writes
                 batch_points, batch_results = [], []
                 for points, results, _ in (client.gather(finished) if finished else []):
-                    fresh = [(p, r) for p, r in zip(points, results, strict=True) if not done.flat[p]]
-                    if fresh:  # a point is written once per session
-                        batch_points.extend(p for p, _ in fresh)
-                        batch_results.extend(r for _, r in fresh)
+                    fresh = ~done.flat[np.asarray(points, dtype=np.int64)]  # a point is written once per session
+                    if fresh.any():
+                        # (an engine's fields come as point dicts or as columns: columns here, once)
+                        batch_points.extend(np.asarray(points)[fresh].tolist())
+                        batch_results.append({k: v[fresh] for k, v in point_columns(results).items()})
                 del finished, ended
                 if batch_points:
-                    batch_results = point_columns(batch_results)  # (once, for the store and the grid)
+                    batch_results = {k: np.concatenate([r[k] for r in batch_results]) for k in batch_results[0]}
                     if store is not None:
                         store.write_points(plan, batch_points, batch_results, session)
-                    record(plan, data, done, batch_points, batch_results)  # (after the write: as in the store)
+                    # (after the write: as in the store)
+                    record(plan, data, done, batch_points, batch_results, shared=store is not None)
                     written += len(batch_points)
                     if bar is not None:
                         bar.update(len(batch_points))

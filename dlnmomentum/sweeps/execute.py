@@ -124,17 +124,21 @@ def _progress(progress, total, desc, initial=0):
 
 def begin(plan, store):
     """``(data, done, session)`` at the start of a session: the store's points (damaged chunks not done:
-    their points run again) and a new session number, or empty data without a store."""
-    data = plan.empty_data()
+    their points run again) and a new session number, or empty data without a store.
+
+    With a store, the point fields of ``data`` are the store writer's copy of its grid (``SweepFile.read`` with
+    ``repair``), which :meth:`~dlnmomentum.store.sweep_format.SweepFile.write_points` fills: one copy of the grid,
+    not two (``record(..., shared=True)`` then only marks the points done)."""
     done = np.zeros(plan.shape, dtype=bool)
     session = 1
-    if store is not None:
+    if store is None:
+        data = plan.empty_data()
+    else:
         sdata, sdone, _, stored = store.read(plan, repair=True)
         if store.repaired:  # points done before, lost to damaged chunks: computed again, and said so
             warnings.warn(f"sweep store {store.path}: {store.repaired} points were in damaged chunks (checksum "
                           "failed); they are computed again", RuntimeWarning, stacklevel=4)
-        for name in FIELDS:
-            data[name] = sdata[name]
+        data = {name: sdata[name] for name in FIELDS}
         done = sdone.copy()
         # a complete store (every chunk intact) stays as it is: no session, nothing written
         session = store.start_session(plan) if not done.all() else int(stored.get("sessions", 1))
@@ -142,13 +146,15 @@ def begin(plan, store):
     return data, done, session
 
 
-def record(plan, data, done, points, results):
+def record(plan, data, done, points, results, shared=False):
     """Put finished points (flat indices and their fields: the point dicts or their :func:`point_columns`) into the
-    in-memory grid."""
+    in-memory grid; ``shared``: its fields are the store writer's copy, which holds them already (:func:`begin`),
+    and only ``done`` is marked."""
     idx = np.unravel_index(np.asarray(points), plan.shape)
-    columns = point_columns(results)
-    for name in FIELDS:
-        data[name][idx] = columns[name].astype(data[name].dtype, copy=False)
+    if not shared:
+        columns = point_columns(results)
+        for name in FIELDS:
+            data[name][idx] = columns[name].astype(data[name].dtype, copy=False)
     done[idx] = True
 
 
@@ -177,7 +183,8 @@ def execute(plan, store, progress, block_size, log, wave_size=None, device="cpu"
                 results = point_columns(engine.finish_points(wave, outputs))  # (once, for the store and the grid)
                 if store is not None:
                     store.write_points(plan, wave, results, session)
-                record(plan, data, done, wave, results)  # (after the write: `done` counts the points in the store)
+                # (after the write: `done` counts the points in the store)
+                record(plan, data, done, wave, results, shared=store is not None)
                 written += len(wave)
                 outputs = results = None  # (not held while the next wave allocates its own)
                 if log is not None:
@@ -216,6 +223,9 @@ def run_plan(plan, store, progress, block_size, log, wave_size=None, device="cpu
     executor = execute if executor is None else executor
     data, done, interrupted = executor(plan, store, progress, block_size, log, wave_size, device)
     if store is not None:
+        # the executor's grid (the writer's copy, begin) goes before the final read: not two grids at once
+        data = None
+        store.release()
         result = open_sweep(store.path)
         result.interrupted = interrupted
         return result

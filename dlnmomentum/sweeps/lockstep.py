@@ -19,7 +19,7 @@ from ..kernels import layout as KL
 from ..kernels import sweep as KS
 from ..kernels.layout import round_up
 from ..runs.common import gradient_mode, initial_weights, uses_hessian
-from ..runs.points import mgd_points
+from ..runs.points import mgd_columns
 
 #: Target wall-clock seconds of one kernel call (progress and Ctrl-C granularity).
 CHUNK_SECONDS = 0.25
@@ -183,7 +183,8 @@ class LockstepEngine:
 
 
 def finish_mgd_points(plan, points, outputs, w_plus0, w_minus0):
-    """The fields of a wave's MGD/SMGD points from the kernel outputs ``(fstate, istate, status, steps)``.
+    """The fields of a wave's MGD/SMGD points (their :func:`~dlnmomentum.runs.points.point_columns`) from the kernel
+    outputs ``(fstate, istate, status, steps)``.
 
     Shared by every discrete engine (CPU lockstep, CUDA): the outputs are per point in the
     single-run kernel's layout, so the fields are exactly those of the single run.
@@ -191,8 +192,13 @@ def finish_mgd_points(plan, points, outputs, w_plus0, w_minus0):
     OUT_F, OUT_I, OUT_STATUS, OUT_STEPS = outputs
     cfg = plan.config
     npts = len(points)
-    # the whole wave at once (mgd_points): one call per point was most of a short-run sweep's time
+    # the whole wave at once (mgd_columns): one call per point was most of a short-run sweep's time
     reps, rest = np.divmod(np.asarray(points, dtype=np.int64), int(np.prod(plan.grid_shape)))
     betas = plan.point_beta.ravel()[rest]
-    return mgd_points([plan.problem_for(int(r)) for r in reps], betas, OUT_F[:npts], OUT_I[:npts], OUT_STATUS,
-                      OUT_STEPS, w_plus0, w_minus0, cfg["theory"], cfg["theory_tol"])
+    # (each point's Problem through an object array: no Python step per point)
+    uniq, which = np.unique(reps, return_inverse=True)
+    table = np.empty(len(uniq), dtype=object)
+    for k, r in enumerate(uniq):
+        table[k] = plan.problem_for(int(r))
+    return mgd_columns(table[which], betas, OUT_F[:npts], OUT_I[:npts], OUT_STATUS, OUT_STEPS, w_plus0, w_minus0,
+                       cfg["theory"], cfg["theory_tol"])

@@ -5,6 +5,7 @@
 * :func:`scalar_or_array`, the return convention of the element-wise functions: scalar input (a 0-d
   result) gives a Python float, array input an array of the broadcast shape;
 * :func:`norm2`, the Euclidean norm without overflow or underflow of its squares (summaries, relative distances);
+  :func:`norm2_rows`, the same of each row of a matrix, bit for bit;
 * :func:`require_in_range`, the one error for a result that float64 cannot hold (it names the inputs that gave it).
 """
 
@@ -34,6 +35,24 @@ def norm2(x):
         return s * float(np.linalg.norm(x / s))
     with np.errstate(invalid="ignore"):
         return float(np.linalg.norm(x))
+
+
+def norm2_rows(x):
+    """:func:`norm2` of each row of the 2-D ``x``, bit for bit, in a few array operations instead of one call per row
+    (a sweep wave's ‖Δ∞‖ of each point).
+
+    ``np.linalg.norm`` of a vector is ``sqrt(x.dot(x))``, and ``x.dot(x)`` is numpy's dot of two vectors (one BLAS
+    ddot); np.matmul of the stack of rows as (1, d) @ (d, 1) runs that same dot for each row (numpy's matmul inner
+    loop, for a 1 × 1 result), and sqrt is correctly rounded. The rows that :func:`norm2` scales (largest |entry|
+    outside [1e-150, 1e150]: diverged points) take :func:`norm2` itself."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    with np.errstate(all="ignore"):  # (no warning from NaN or inf entries, as in norm2: the values say it)
+        s = np.abs(x).max(axis=-1, initial=0.0)
+        out = np.sqrt(np.matmul(x[:, None, :], x[:, :, None])[:, 0, 0])
+    scaled = np.flatnonzero((0.0 < s) & (s < np.inf) & ~((1.0 / _PLAIN_NORM_LIMIT <= s) & (s <= _PLAIN_NORM_LIMIT)))
+    for i in scaled:
+        out[i] = norm2(x[i])
+    return out
 
 
 def inputs_at(bad, inputs):
