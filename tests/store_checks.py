@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import h5py
 import numpy as np
@@ -28,6 +29,20 @@ def run_helper(spec, timeout=TIMEOUT):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, HELPER, json.dumps(spec)], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=ROOT)
+
+
+def paused_writer(spec, path, chunk):
+    """The writer helper running ``spec`` into ``path`` in a subprocess, paused (alive, the lock held) after chunk
+    ``chunk``: its ``Popen``, once it has said so (or after ``TIMEOUT``). The caller kills it and closes its pipes."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, HELPER, json.dumps(dict(spec, path=str(path), action="run",
+                                                                       pause_at_chunk=chunk))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    deadline = time.monotonic() + TIMEOUT
+    for line in proc.stdout:
+        if line.startswith("PAUSED") or time.monotonic() > deadline:
+            break
+    return proc
 
 
 def stored_reference(tmp_path_factory, spec=SPEC):

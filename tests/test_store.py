@@ -25,6 +25,7 @@ from store_checks import (
     assert_same_result,
     assert_same_rows,
     open_in_subprocess,
+    paused_writer,
     run_helper,
 )
 
@@ -304,15 +305,8 @@ def test_store_written_by_another_process_just_before_the_lock_is_kept(small_pro
 
 def test_concurrent_writer_is_refused_then_killed_writer_resumes(tmp_path, reference):
     path = tmp_path / "r.h5"
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen([sys.executable, HELPER, json.dumps(dict(SPEC, path=str(path), action="run",
-                                                                       pause_at_chunk=12))],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    proc = paused_writer(SPEC, path, 12)
     try:
-        deadline = time.monotonic() + TIMEOUT
-        for line in proc.stdout:
-            if line.startswith("PAUSED") or time.monotonic() > deadline:
-                break
         assert proc.poll() is None
         with pytest.raises(S.StoreLockedError, match=f"process {proc.pid}"):
             dm.mgd(dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=4), 0.05, 0.8, steps=10,

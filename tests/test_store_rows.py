@@ -7,17 +7,13 @@ it ran, only to print a summary (10 GB at 10⁷ rows), and ``--json`` printed ev
 """
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 import tracemalloc
 
 import h5py
 import numpy as np
 import pytest
-from store_checks import HELPER, ROOT, SPEC, TIMEOUT, run_helper
+from store_checks import SPEC, TIMEOUT, paused_writer, run_helper
 
 import dlnmomentum as dm
 from dlnmomentum.cli import main
@@ -101,15 +97,8 @@ def test_a_window_of_a_crashed_or_interrupted_store(tmp_path, live, kill):
 
 def test_a_window_of_a_running_store(tmp_path, live):
     path = tmp_path / "r.h5"
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen([sys.executable, HELPER, json.dumps(dict(DENSE, path=str(path), action="run",
-                                                                       pause_at_chunk=16))],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    proc = paused_writer(DENSE, path, 16)
     try:
-        deadline = time.monotonic() + TIMEOUT
-        for line in proc.stdout:
-            if line.startswith("PAUSED") or time.monotonic() > deadline:
-                break
         assert proc.poll() is None
         s = check_windows(path, live)
         assert s.state == "running" and s.rows > 315  # (rows in the file and after it)
