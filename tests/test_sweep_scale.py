@@ -347,3 +347,25 @@ def test_a_long_line_is_written_chunk_by_chunk_and_both_layouts_resume(tmp_path,
         assert ds["theta"].shape == (1, npairs, SPEC["d"])
         assert ds["theta"].values.tobytes() == want["theta"].tobytes()
         assert np.array_equal(ds["done"].values, np.ones((1, npairs), dtype=np.uint8))
+
+
+def test_plain_pairs_are_checked_in_one_pass_as_one_by_one(monkeypatch):
+    # 10⁵ (γ, β) pairs took about a second to check, one as_float per value; plain numbers are now checked in one
+    # pass, converted as as_float converts them, and anything else still one by one (the first bad entry named)
+    from dlnmomentum.sweeps import plan as P
+
+    rng = np.random.default_rng(3)
+    mixed = [(float(g), b) for g, b in zip(rng.uniform(1e-3, 0.1, 500), rng.uniform(0.0, 0.99, 500), strict=True)]
+    mixed += [(1, 0), (np.float32(0.3), np.int64(0)), (np.float64(0.2), 0.5)]
+    expect = (np.array([P.as_float("g", g) for g, _ in mixed]), np.array([P.as_float("b", b) for _, b in mixed]))
+    monkeypatch.setattr(P, "as_float", lambda *a, **k: pytest.fail("a plain pair was checked value by value"))
+    gammas, betas = P._as_pairs(mixed)
+    assert gammas.tobytes() == expect[0].tobytes() and betas.tobytes() == expect[1].tobytes()
+    monkeypatch.undo()
+    for bad, match in (([(0.1, 0.2), (0.1, True)], r"pairs\[1\] beta must be a real number"),
+                       ([(0.1, 0.2), (0.0, 0.5)], r"pairs\[1\] gamma must be in \(0, inf\)"),
+                       ([(0.1, 1.0)], r"pairs\[0\] beta must be in \[0, 1\)"),
+                       ([(float("nan"), 0.5)], r"pairs\[0\] gamma must be finite"),
+                       ([(10**400, 0.5)], r"pairs\[0\] gamma must be finite")):
+        with pytest.raises((TypeError, ValueError), match=match):
+            P._as_pairs(bad)

@@ -181,13 +181,31 @@ def _as_pairs(pairs):
                          f"got {pairs!r:.80}")
     if raw.shape[0] > MAX_GRID:
         raise ValueError(f"pairs must have at most {MAX_GRID} pairs, got {raw.shape[0]}")
-    # entry by entry (bool, str, complex refused by name, never cast)
-    arr = np.array([(as_float(f"pairs[{i}] gamma", g, low=0.0, low_open=True),
-                     as_float(f"pairs[{i}] beta", b, low=0.0, high=1.0, high_open=True))
-                    for i, (g, b) in enumerate(raw.tolist())], dtype=np.float64)
+    arr = _plain_pairs(raw)
+    if arr is None:  # entry by entry (bool, str, complex refused by name, never cast; the first bad one named)
+        arr = np.array([(as_float(f"pairs[{i}] gamma", g, low=0.0, low_open=True),
+                         as_float(f"pairs[{i}] beta", b, low=0.0, high=1.0, high_open=True))
+                        for i, (g, b) in enumerate(raw.tolist())], dtype=np.float64)
     if len({(float(g), float(b)) for g, b in arr}) != arr.shape[0]:
         raise ValueError("pairs must not repeat a (gamma, beta) pair")
     return arr[:, 0].copy(), arr[:, 1].copy()
+
+
+def _plain_pairs(raw):
+    """The pairs of the object array ``raw`` as float64 when every entry is a Python or NumPy float or int (not a
+    bool) and every pair is in range, converted as :func:`as_float` converts them; None otherwise (the caller then
+    checks them one by one, to name the first bad entry). One pass instead of a check per value: 10⁵ pairs took
+    about a second."""
+    if not {type(x) for x in raw.flat} <= {float, int, np.float64, np.float32, np.int64, np.int32}:
+        return None
+    try:
+        arr = np.array([float(x) for x in raw.flat], dtype=np.float64).reshape(raw.shape)
+    except OverflowError:  # an int beyond float64
+        return None
+    gamma, beta = arr[:, 0], arr[:, 1]
+    if not (np.isfinite(arr).all() and (gamma > 0.0).all() and (beta >= 0.0).all() and (beta < 1.0).all()):
+        return None
+    return arr
 
 
 #: The default ``theory_tol`` of a sweep: points that end with a train loss at most this count as converged.
