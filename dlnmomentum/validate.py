@@ -32,24 +32,19 @@ def as_float(name, value, *, low=None, high=None, low_open=False, high_open=Fals
     """A finite real scalar within [low, high] (ends open when asked)."""
     if value is None and allow_none:
         return None
-    # (the range's text only for a message: formatting it for every accepted value was most of the time of
-    # checking 10⁵ sweep pairs)
-    if type(value) is float:  # (the common case, without the ABC checks below)
-        v = value
-    elif isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a real number in {_range_text(low, high, low_open, high_open)}, "
-                        f"got {type(value).__name__}")
-    else:
-        try:
-            v = float(value)
-        except OverflowError:  # an int beyond float64
-            raise ValueError(f"{name} must be finite and in {_range_text(low, high, low_open, high_open)}, "
-                             f"got {value!r}") from None
+    rng = _range_text(low, high, low_open, high_open)
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number in {rng}, got {type(value).__name__}")
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond float64
+        raise ValueError(f"{name} must be finite and in {rng}, got {value!r}") from None
     if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite and in {_range_text(low, high, low_open, high_open)}, got {value!r}")
-    if (low is not None and (v < low or (low_open and v == low))) or (
-            high is not None and (v > high or (high_open and v == high))):
-        raise ValueError(f"{name} must be in {_range_text(low, high, low_open, high_open)}, got {value!r}")
+        raise ValueError(f"{name} must be finite and in {rng}, got {value!r}")
+    if low is not None and (v < low or (low_open and v == low)):
+        raise ValueError(f"{name} must be in {rng}, got {value!r}")
+    if high is not None and (v > high or (high_open and v == high)):
+        raise ValueError(f"{name} must be in {rng}, got {value!r}")
     return v
 
 

@@ -199,7 +199,7 @@ def _plain_pairs(raw):
     if not {type(x) for x in raw.flat} <= {float, int, np.float64, np.float32, np.int64, np.int32}:
         return None
     try:
-        arr = np.array([float(x) for x in raw.flat], dtype=np.float64).reshape(raw.shape)
+        arr = raw.astype(np.float64)  # (float(x) of each entry, as as_float converts it)
     except OverflowError:  # an int beyond float64
         return None
     gamma, beta = arr[:, 0], arr[:, 1]
