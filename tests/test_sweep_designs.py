@@ -152,3 +152,26 @@ def test_a_failing_block_is_described_by_its_own_points():
                                   "auto", False, 1e-8)
     text = describe_block(Plan(config, problem), [0, 1, 2, 3])
     assert "beta 0.5..0.9, gamma 0.001..0.25" in text  # gamma = lam (1 - beta)^2 over the block
+
+
+def test_theory_columns_are_the_per_point_rule():
+    """The theory fields of a wave (reasons as whole-wave masks, θ̃0's mirror in one call) are, bit for bit, those of
+    :func:`theory_fields` called point by point with its own mirror, for converged, stopped, stalled-below-tol and
+    diverged points."""
+    from dlnmomentum.runs.common import initial_weights
+    from dlnmomentum.runs.points import theory_fields
+    from dlnmomentum.theory.entropy import _reference_mirror
+
+    problem = dm.sparse_regression(n=20, d=30, s=5, seed=0)
+    pairs = [(0.05, 0.8), (1e-4, 0.0), (50.0, 0.0), (0.05, 0.5), (0.02, 0.9)]
+    sw = dm.sweep(problem, pairs=pairs, steps=400_000, tol=1e-20, theory=True, theory_tol=1e-8)
+    reason = sw["theory_reason"][0]
+    assert {TheoryReason.COMPUTED, TheoryReason.NOT_CONVERGED, TheoryReason.DIVERGED} <= set(reason.tolist())
+    assert sw["status"][0, 3] == dm.MAX_STEPS and reason[3] == TheoryReason.COMPUTED  # (stopped below theory_tol)
+    u0, v0 = initial_weights(problem.d, 0.01, None, None)  # (the sweeps' initialisation, α = 0.01)
+    for k in range(len(pairs)):
+        mirror = _reference_mirror(u0 + v0, u0 - v0, sw["s_plus"][0, k], sw["s_minus"][0, k], sw["delta_inf"][0, k])
+        ref = theory_fields(problem, sw["theta"][0, k].copy(), sw["delta_inf"][0, k], sw["theta0_tilde"][0, k],
+                            int(sw["status"][0, k]), float(sw["train_loss"][0, k]), 1e-8, mirror)
+        for name, value in ref.items():
+            np.testing.assert_array_equal(sw[name][0, k], value, err_msg=f"point {k}: {name}")
