@@ -223,9 +223,10 @@ def mgd_columns(problems, betas, fstates, istates, statuses, steps_done, w_plus0
     is element-wise; the losses are ``Problem._train_losses``/``_test_losses`` (for each point the BLAS calls of
     ``Problem.train_loss``), ``delta_inf_norm`` :func:`~dlnmomentum.theory._float64.norm2_rows` (each row's
     :func:`norm2`) and ``l1_norm`` the sum of each row of |θ| (numpy's pairwise sum of the row, as
-    ``np.abs(theta).sum()``). Per point in Python are only the predictions of converged points (``theory=True``) and a θ that is not
-    finite (never from the kernels, which stop a diverging run; the checked loss says what is wrong). One call per
-    point of those whole-wave operations was twice the kernels' time of a sweep of short runs.
+    ``np.abs(theta).sum()``). Per point in Python are only the predictions of converged points (``theory=True``)
+    and a θ that is not finite (never from the kernels, which stop a diverging run; the checked loss says what is
+    wrong). One call per point of those whole-wave operations was twice the kernels' time of a sweep of short
+    runs.
     """
     from ..theory._float64 import norm2_rows
 
