@@ -67,6 +67,16 @@ def check_windows(path, live, rows_expected=None):
             in_file = range(n)[window]
             in_file = slice(in_file.start, min(in_file.stop, k), in_file.step) if in_file.start < k else slice(0, 0)
             assert np.array_equal(s.observable(name, rows=in_file).value, on_disk[name][in_file]), (name, window)
+    whole = s.trajectory
+    assert len(whole) == n
+    for window in WINDOWS:  # every recorded quantity of a window at once: the whole trajectory's fields sliced
+        part = s.read_trajectory(rows=window)
+        fields = part.fields()
+        assert fields.keys() == whole.fields().keys() and fields.keys() >= {"step", "time", *NAMES}
+        for key, value in whole.fields().items():
+            assert np.array_equal(fields[key], value[window]) and fields[key].dtype == value.dtype, (key, window)
+        for key in ("step", "time", *NAMES):
+            assert np.array_equal(fields[key], getattr(live.trajectory, key)[:n][window]), (key, window)
     return s
 
 
@@ -123,6 +133,15 @@ def test_a_window_reads_only_its_rows(tmp_path):
         tracemalloc.stop()
     assert np.array_equal(part.value, res.trajectory.theta[12_345:12_445])
     assert peak < 0.1 * res.trajectory.theta.nbytes, peak  # (the whole observable is 4.8 MB; its chunks ~33 KB)
+    s.read_trajectory(rows=slice(0, 1))
+    tracemalloc.start()
+    try:
+        window = s.read_trajectory(rows=slice(12_345, 12_445))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(window.w_plus, res.trajectory.w_plus[12_345:12_445])
+    assert peak < 0.1 * res.trajectory.theta.nbytes, peak  # (every quantity's rows: 19 MB)
 
 
 def test_a_window_is_a_slice_of_rows(tmp_path):
@@ -137,6 +156,8 @@ def test_a_window_is_a_slice_of_rows(tmp_path):
             s.observable("theta", rows=rows)
         with pytest.raises(error, match=says):
             s.to_xarray(rows=rows)
+        with pytest.raises(error, match=says):
+            s.read_trajectory(rows=rows)
 
 
 # -- the command line leaves the rows in the store --------------------------------------------------------------------

@@ -403,12 +403,23 @@ class Store:
 
     @property
     def trajectory(self):
-        """The recorded rows as a :class:`~dlnmomentum.results.Trajectory` (None without a record)."""
+        """The recorded rows as a :class:`~dlnmomentum.results.Trajectory` (None without a record);
+        :meth:`read_trajectory` reads a window of them."""
+        return self.read_trajectory()
+
+    def read_trajectory(self, rows=None):
+        """The recorded rows as a :class:`~dlnmomentum.results.Trajectory` (None without a record).
+
+        ``rows``: a slice of the recorded rows, as in :meth:`observable` (``slice(10**6, 10**6 + 1000)``,
+        ``np.s_[::1000]``): every recorded quantity of those rows only, read as such from the file; the same values
+        as :attr:`trajectory`'s fields sliced, without reading the rows around them (a long run's GBs).
+        """
+        window = as_row_slice("rows", rows)
         if not self._schema:
             return None
         with self._file() as f:
             # (the rows were just read: the trajectory keeps them, no second copy of GBs)
-            return trajectory_from_fields(self._series(f, tuple(self._schema)), owned=True)
+            return trajectory_from_fields(self._series(f, tuple(self._schema), window), owned=True)
 
     @property
     def result(self):
