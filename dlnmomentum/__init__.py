@@ -7,11 +7,11 @@ Quick tour::
     res = dm.mgd(problem, gamma=0.05, beta=0.9, steps=100_000, record=dm.Record(log=200))
     print(res.summary())
 
-Layers (each imports only those below it; ``docs/architecture.md``): the command line
-(:mod:`.cli`) → the API (:mod:`.api`) → stores and sweeps (:mod:`.store`, :mod:`.sweeps`) →
-run kinds (:mod:`.runs`) → driver and results (:mod:`.driver`, :mod:`.results`, with
-:mod:`.problem`, :mod:`.record`, :mod:`.status`, :mod:`.theory`, :mod:`.validate`) → the
-Numba kernels (:mod:`.kernels`).
+Layers (each imports only its own layer and those below it; ``docs/architecture.md``): the command
+line and the figures (:mod:`.cli`, :mod:`.figures`) → the API (:mod:`.api`) → stores and sweeps
+(:mod:`.store`, :mod:`.sweeps`) → run kinds (:mod:`.runs`) → driver and results (:mod:`.driver`,
+:mod:`.results`, with :mod:`.problem`, :mod:`.networks`, :mod:`.record`, :mod:`.status`, :mod:`.theory`,
+:mod:`.validate`, :mod:`.plots`, :mod:`.progress`) → the Numba kernels (:mod:`.kernels`).
 """
 
 from . import theory

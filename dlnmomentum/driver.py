@@ -2,7 +2,7 @@
 
 A *run* object owns its state arrays and advances them with a kernel; the
 driver calls it chunk by chunk, so that progress bars, recording, stores,
-checkpoints and Ctrl-C/SIGTERM are handled between chunks, never per step.
+checkpoints and Ctrl-C/SIGTERM/SIGHUP are handled between chunks, never per step.
 Because a run's whole state lives in its arrays, the chunk size never changes
 a result bit.
 
@@ -11,7 +11,7 @@ Run protocol (duck-typed)
 ``total`` (planned steps), ``done`` (steps done), ``schedule`` (int64 record
 steps), ``cursor`` (int64[1] index into the schedule), ``new_block(rows)``
 (a dict of record buffers), ``advance(n_steps, block, offset)`` → kernel
-status (a :class:`~dlnmomentum.Status` code: running, converged or diverged),
+status (a :class:`~dlnmomentum.Status` code: running, converged, diverged, or stalled for the adaptive flow),
 ``chunk_steps`` (a good chunk length), ``finish(status)`` → result, optionally ``total_is_planned`` (False
 when ``total`` is only a budget: the progress bar then shows no total), and ``block_rows(n_steps)``
 (the rows of the record block for a chunk of ``n_steps``; :class:`RunStateMixin` has the rule of
@@ -105,7 +105,8 @@ def _deliver(signum, handler):
 
 @contextlib.contextmanager
 def signals_held(signums=STOP_SIGNALS):
-    """Hold SIGINT/SIGTERM back until the block ends, around work that must not be torn.
+    """Hold the stop signals (:data:`STOP_SIGNALS`: SIGINT, SIGTERM, SIGHUP) back until the block ends, around work
+    that must not be torn.
 
     Python runs signal handlers in the main thread whichever thread the OS delivers a signal to
     (numba's worker threads, a store's writer thread), so blocking the signals in the main thread

@@ -16,17 +16,28 @@ nothing: each kernel compiles (or loads from the cache) on its first call.
 
 Modules
 -------
-``config``      the one compilation policy (strict IEEE, ``fma``) and ``OVERFLOW``
-``status``      the run status codes the kernels return
-``layout``      the shared state, mode and record layouts and the padding rule
-``rng``         the explicit random state (xoshiro256**) and minibatch draws
-``mgd``         one MGD / SMGD run (heavy ball), and its gradients
-``crossings``   the Hermite crossing search inside an RK4 step
-``flow``        one MGF(λ) / gradient-flow run (fixed-step RK4)
-``vec_ir``      the ``<LW x double>`` LLVM-IR language of the lockstep kernels
-``sweep``       lockstep MGD / SMGD: many runs in SIMD groups
-``flow_sweep``  lockstep RK4: many flows in groups
-``cache``       keeping the in-tree Numba cache consistent with the sources
+``config``            the one compilation policy (strict IEEE, ``fma``, inlining options) and ``OVERFLOW``
+``status``            the run status codes the kernels return
+``layout``            the shared state, mode and record layouts, the padding rule, the layer view of a buffer
+``rng``               the explicit random state (xoshiro256**) and minibatch draws
+``mgd``               one MGD / SMGD run (heavy ball), and its gradients
+``crossings``         the Hermite crossing search inside a step
+``flow``              one MGF(λ) / gradient-flow run (fixed-step RK4): state rows, stages, crossings
+``flow_exp``          the exponential RK4 for MGF(λ) at small λ
+``flow_run``          the single-run driver of a fixed-grid flow, either scheme
+``flow_rodas``        the adaptive Rosenbrock method Rodas5P for MGF(λ) (tableau, controller, structured solve)
+``flow_rodas_gf``     the same method's gradient flow, in its mirror coordinate P
+``flow_rodas_run``    the adaptive flow's driver: accepted steps, dense output, crossings, records
+``small_linalg``      the small dense LU and Cholesky factorisations of the Rodas steps
+``vec_ir``            the ``<LW x double>`` LLVM-IR language of the lockstep kernels
+``sweep``             lockstep MGD / SMGD: many runs in SIMD groups
+``flow_sweep``        lockstep fixed-grid flows: many flows in groups
+``networks``          MGD / SMGD on fully connected networks (one update shared by runs and sweeps)
+``linear_networks``   the product-form gradient of linear networks without biases
+``network_sweep``     the points of a network sweep advanced in one call
+``cuda_mgd``          the GPU sweep kernel (numba.cuda, one warp per run), with ``cuda_compat`` (device
+                      primitives, simulator) and ``cuda_limits`` (the shapes it runs, without numba.cuda)
+``cache``             keeping the Numba cache (in-tree or ``NUMBA_CACHE_DIR``) consistent with the sources
 """
 
 from .cache import SOURCES_STAMP, drop_stale_caches

@@ -4,8 +4,12 @@ A run object owns its state arrays and advances them with a kernel chunk by chun
 nothing of stores, sweeps or the command line (those import it, never the reverse).
 
 * :mod:`.mgd` — heavy-ball MGD and SMGD;
-* :mod:`.flow` — MGF(λ) and gradient flow by fixed-step RK4, with :mod:`.stepping` its step-size policy;
-* :mod:`.quadratic` — heavy ball on a quadratic (Figure 1);
+* :mod:`.flow` — MGF(λ) and gradient flow on a fixed grid (RK4, exponential RK4), with :mod:`.stepping` the
+  schemes' step-size policy and the ``auto`` choice; :mod:`.flow_adaptive` — the adaptive scheme (Rodas5P),
+  and :func:`~.flow_adaptive.prepare_flow_run`, the one entry point of every flow;
+* :mod:`.quadratic` — heavy ball and MGF on a quadratic (Figure 1);
+* :mod:`.network` — MGD/SMGD on the small networks (teacher-student, deep linear);
 * :mod:`.common` — argument checks, initial weights, the gradient-form rule;
+* :mod:`.points` — the per-point fields of a sweep;
 * :mod:`.registry` — the run families and the stable type names written into files.
 """

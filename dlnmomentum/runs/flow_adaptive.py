@@ -8,7 +8,8 @@ are located on the dense output). This module wraps it in the run protocol of
 schemes, with these differences:
 
 * ``total``/``done`` count *accepted steps*; the run ends at ``t_max`` (status ``max_steps``), at
-  train loss ``<= tol`` (``converged``), or when its budget of steps (``max_steps``) is spent;
+  train loss ``<= tol`` (``converged``), when its budget of steps (``max_steps``) is spent, when the train loss
+  stays at float64's rounding floor above ``tol`` (``stalled``), or ``diverged``;
 * records are taken at *times* (``Record(every=...)``, ``times=``, ``log=``; not ``steps=``): each
   row carries its ``time`` and, in ``step``, the number of accepted steps before it; or, with
   ``Record(accepted=True)``, at the initial point and after every accepted step (``record_accepted``:

@@ -1,4 +1,5 @@
-r"""Step-size policy of the RK4 flows: stability region, stiffness estimate, default step, refined start.
+r"""Step-size policy of the flows: the grid schemes' stability regions, stiffness estimate, default step and
+refined start; the scheme names, the adaptive scheme's default tolerances and the ``"auto"`` choice.
 
 The stepper (:mod:`dlnmomentum.kernels.flow`) takes whatever fixed step it is given; this
 module decides that step (the controller, in diffrax's terms), so a new stepping scheme
@@ -44,10 +45,13 @@ the underlying five-stage Runge-Kutta method on :math:`-\kappa` (stable for
 :math:`h\kappa \lesssim 3.2`). Its default step is :func:`default_step` with the same
 fractions, i.e. ``0.4/κ'`` for small λ, the step of gradient flow.
 
-``scheme="auto"`` (:func:`choose_scheme`) takes the exponential scheme when λ > 0 and its default
-step is at least ``AUTO_STEP_RATIO`` times RK4's (it makes five gradient evaluations a step
+Among the grid schemes, ``scheme="auto"`` (:func:`choose_scheme`) takes the exponential scheme when λ > 0 and
+its default step is at least ``AUTO_STEP_RATIO`` times RK4's (it makes five gradient evaluations a step
 against four, and more element-wise work), i.e. when λ is small against the time scale 1/κ;
-otherwise classic RK4. Gradient flow (λ = 0) is always RK4.
+otherwise classic RK4 (gradient flow, λ = 0, always). A flow's ``"auto"`` (:func:`choose_flow_scheme`) takes the
+adaptive scheme ``"rodas"`` before that choice for a ``tol`` stopping rule or a grid of more than
+``AUTO_ADAPTIVE_STEPS`` steps, unless a grid is asked for; ``DEFAULT_RTOL``, ``DEFAULT_ATOL`` and
+:func:`default_atol` are that scheme's default tolerances.
 """
 
 import functools

@@ -1,9 +1,11 @@
-"""The I/O layer under every store (run and sweep files): errors, stable type names, checkpoint files,
-the writer lock, durability helpers.
+"""The I/O layer under every store (run and sweep files): stable type names, checkpoint files, the writer
+lock, durability helpers, opening files so that readers never block writers, busy/damaged read errors and
+guarded text.
 
 ``<store>.ckpt`` (atomically replaced, previous kept as ``.ckpt.prev``), ``<store>.lock``
-(pid/host of the writer), and the repair of the superblock flags a killed HDF5 writer
-leaves behind. See ``docs/store-format.md``.
+(pid/host of the writer). Re-exported from here: the errors (:mod:`.errors`), stores built in memory
+(:mod:`.memory_image`) and the repair of the superblock flags a killed HDF5 writer leaves behind
+(:mod:`.superblock`). See ``docs/store-format.md``.
 """
 
 import contextlib

@@ -25,11 +25,11 @@ How crashes are survived
   committed rows (copying them into a fresh file when the writer died) and
   continues. Since a run's whole state lives in its arrays, the result and every
   row are bitwise those of an uninterrupted run.
-* SIGINT/SIGTERM stop the run between chunks, write a final checkpoint and close
-  the file cleanly (status ``interrupted``); a finished run folds its final state
-  into ``/final`` and ``/checkpoint`` and removes the side files.
-* ``run.h5.lock`` (pid, host) refuses a second writer; a lock whose process is gone is
-  taken over.
+* SIGINT/SIGTERM/SIGHUP stop the run between chunks, write a final checkpoint (also
+  folded into ``/checkpoint``) and close the file cleanly (status ``interrupted``); a
+  finished run writes its result into ``/final`` and removes the side files.
+* ``run.h5.lock`` (pid, host, the writer's start time) refuses a second writer; a lock
+  whose process is gone is taken over.
 """
 
 import collections

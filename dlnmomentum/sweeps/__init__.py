@@ -5,11 +5,14 @@ Users call :func:`dlnmomentum.sweep` and :func:`dlnmomentum.resume_sweep` (:mod:
 
 * :mod:`.grid` — grid text and validated coordinate arrays;
 * :mod:`.plan` — the validated configuration and data sets of a sweep (:class:`~.plan.Plan`);
-* :mod:`.lockstep`, :mod:`.flows` — the CPU engines (discrete points, flow points);
+* :mod:`.lockstep`, :mod:`.flows` — the CPU engines (discrete points, flow points); :mod:`.cuda` — the GPU
+  engine of discrete points (``device="cuda"``);
 * :mod:`.execute` — waves of points through an engine into the store, :func:`~.execute.open_sweep`;
 * :mod:`.distributed` — the same plan on a Dask cluster (``sweep(..., client=)``): blocks of points as
   tasks on the workers, this process the one writer of the store;
-* :mod:`.result` — the labelled result :class:`~.result.Sweep`.
+* :mod:`.result` — the labelled result :class:`~.result.Sweep`;
+* :mod:`.networks`, :mod:`.network_lockstep` — sweeps of the small networks
+  (:func:`dlnmomentum.networks_sweep`) and their CPU engine.
 
 The per-point fields are defined once in :mod:`dlnmomentum.runs.points`, the file layout in
 :mod:`dlnmomentum.store.sweep_format`.
@@ -33,17 +36,20 @@ the block size or an interruption:
 Continuous time
 ---------------
 ``lams=[...]`` sweeps MGF(λ) (λ = 0 is gradient flow) up to ``t_max``: every point is
-``dlnmomentum.mgf(problem_r, λ, t_max=t_max, alpha=alpha, tol=tol, gradient=gradient)``
-(its own default RK4 step and start refinement), bit for bit. The points of a data set
-advance in lockstep groups of up to eight (:func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk`,
-groups in parallel): one RK4 step of every lane at a time, each lane with its own step
-size, the gradients of all lanes of a stage in one register-blocked product; points with
-similar numbers of steps share a group. ``s_plus``/``s_minus`` are then the integrals
-:math:`I_\pm` of Theorem 1.
+``dlnmomentum.mgf(problem_r, λ, t_max=t_max, alpha=alpha, tol=tol, gradient=gradient, scheme=scheme)``
+(its own scheme, which ``"auto"`` chooses per λ, its own default step and start refinement), bit for bit.
+The fixed-grid points (``"rk4"``, ``"exp-rk4"``) of a data set advance in lockstep groups of up to eight
+(:func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk`, groups in parallel): one step of every lane at
+a time, each lane with its own step size, the gradients of all lanes of a stage in one register-blocked
+product; points with similar numbers of steps share a group. The adaptive points (``"rodas"``, which
+``"auto"`` takes for a ``tol`` or a long horizon) run one by one on threads (:mod:`.flows`).
+``s_plus``/``s_minus`` are then the integrals :math:`I_\pm` of Theorem 1.
 
 Fields
 ------
-Indexed ``(rep, beta, gamma)`` (or ``(rep, lam)``); vectors add a trailing ``coord`` axis:
+Indexed ``(rep, beta, gamma)`` (or ``(rep, beta, lam)`` for ``lams=`` with ``betas=``, ``(rep, pair)`` for
+``pairs=``, ``(rep, lam)`` for a flow sweep); vectors add a trailing ``coord`` axis. The main ones (every field,
+from the one table :mod:`dlnmomentum.runs.points`: ``docs/science.md``, "Sweep fields"):
 
 =========================  =====================================================================
 ``test_loss``              test loss of the final θ

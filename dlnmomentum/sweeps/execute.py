@@ -84,7 +84,7 @@ def waves(plan, pending, engine, block_size, wave_size=None):
     unit = block_size * nthreads
     per_point = max(engine.cost_per_point(), 1e-9)
     size = max(2 * unit, int(WAVE_SECONDS * nthreads / per_point) // unit * unit)
-    cap = getattr(engine, "max_wave_points", None)  # (an engine whose waves must fit a memory: the GPU's)
+    cap = getattr(engine, "max_wave_points", None)  # (waves that must fit a memory: the CPU lanes', the GPU's)
     if cap is not None:
         size = max(unit, min(size, cap() // unit * unit))
     # balance: equal waves, each a multiple of the per-thread unit where possible
