@@ -45,8 +45,10 @@ GZIP_LEVEL = 1  # shuffled float64 trajectories: level 4 saves ~1% of space for 
 LARGE_LIST = 256
 
 OBSERVABLE_INFO = {
-    "step": ("1", "number of updates (MGD/SMGD) or integration steps (flows) done at this row"),
-    "time": ("1", "MGF time of the row: t = k*eps with eps = gamma/(1-beta) for MGD/SMGD, t = k*h for flows"),
+    "step": ("1", "number of updates (MGD/SMGD), grid steps (flows on a grid) or accepted steps (the adaptive "
+                  "scheme rodas) done at this row"),
+    "time": ("1", "MGF time of the row: t = k*eps with eps = gamma/(1-beta) for MGD/SMGD, t = k*h for flows on a "
+                  "grid, the record time for the adaptive scheme rodas"),
     "theta": ("1", "regression parameter theta = u*v = (w_plus^2 - w_minus^2)/4"),
     "w_plus": ("1", "w_plus = u + v"),
     "w_minus": ("1", "w_minus = u - v"),
