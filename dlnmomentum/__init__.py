@@ -20,7 +20,8 @@ from .networks import NetworkProblem, deep_linear, teacher_student
 from .problem import Problem, sparse_regression
 from .record import Record
 from .results import Trajectory
-from .runs.flow import FlowConfig, FlowResult, mgd_time
+from .runs.flow import FlowConfig, FlowResult
+from .runs.flow_from_mgd import mgd_time
 from .runs.mgd import MGDConfig, MGDResult, batch_indices
 from .runs.network import NetworkConfig, NetworkResult
 from .runs.quadratic import (

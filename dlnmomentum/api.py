@@ -13,8 +13,8 @@ from .driver import drive
 from .networks import NetworkProblem
 from .progress import check as check_progress
 from .runs.common import DEFAULT_ALPHA, auto_progress, work_flops
-from .runs.flow import prepare_mgf_from_mgd
 from .runs.flow_adaptive import prepare_flow_run
+from .runs.flow_from_mgd import prepare_mgf_from_mgd
 from .runs.mgd import prepare_mgd
 from .runs.network import prepare_network
 from .runs.stepping import DEFAULT_MAX_CROSSINGS

@@ -580,6 +580,31 @@ def test_mgf_from_mgd_record_in_mgd_steps(problem):
     assert res.trajectory.step.tolist() == [0, 30, 60]
 
 
+def test_mgf_from_mgd_rows_are_at_mgd_times(problem, tmp_path):
+    """The row of MGD step j is at MGD's own time j·ε, bit for bit (its trajectory joins MGD's on ``time`` in
+    xarray), also in a store and after a resume. Before, the rows were at k·h (k = j·substeps, h = ε/substeps),
+    which missed j·ε in the last bit for about a fifth of the rows."""
+    for gamma, beta, substeps in ((0.1, 0.9, None), (0.02, 0.7, 3), (0.013, 0.33, 7), (0.05, 0.8, 11)):
+        disc = dm.mgd(problem, gamma, beta, steps=300, record=dm.Record(every=1))
+        cont = dm.mgf_from_mgd(problem, gamma, beta, steps=300, substeps=substeps, record=dm.Record(every=1))
+        eps = gamma / (1 - beta)
+        np.testing.assert_array_equal(cont.trajectory.time, np.arange(301) * eps)  # (NumPy: j·ε, independently)
+        np.testing.assert_array_equal(cont.trajectory.time, disc.trajectory.time)
+        assert cont.t_done == 300 * eps == dm.mgd_time(300, gamma, beta)
+    path = tmp_path / "cont.h5"
+    eps = 0.05 / (1 - 0.8)
+    dm.mgf_from_mgd(problem, 0.05, 0.8, steps=300, substeps=11, record=dm.Record(every=1), store=path)
+    stored = dm.open_store(path)
+    np.testing.assert_array_equal(stored.observable("theta").time, np.arange(301) * eps)
+    assert stored.config["config"]["mgd_substeps"] == 11  # (what a resume rebuilds the run from)
+    xr = pytest.importorskip("xarray")
+    disc = dm.mgd(problem, 0.05, 0.8, steps=300, record=dm.Record(every=1))
+    joined = xr.merge([stored.to_xarray("theta")["value"].rename("flow"),
+                       xr.DataArray(disc.trajectory.theta, dims=("time", "coordinate"),
+                                    coords={"time": disc.trajectory.time}, name="mgd")], join="inner")
+    assert joined.sizes["time"] == 301
+
+
 def test_mgf_from_mgd_refuses_the_adaptive_scheme_before_any_work(problem):
     """Its flow runs on MGD's grid, so ``scheme='rodas'`` is refused by name; it ran and failed with a raw
     ``KeyError: 'rodas'`` in the first chunk."""

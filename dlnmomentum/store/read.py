@@ -403,17 +403,14 @@ class Store:
 
     @property
     def trajectory(self):
-        """The recorded rows as a :class:`~dlnmomentum.results.Trajectory` (None without a record);
-        :meth:`read_trajectory` reads a window of them."""
+        """The recorded rows as a :class:`~dlnmomentum.results.Trajectory` (None without a record)."""
         return self.read_trajectory()
 
     def read_trajectory(self, rows=None):
         """The recorded rows as a :class:`~dlnmomentum.results.Trajectory` (None without a record).
 
-        ``rows``: a slice of the recorded rows, as in :meth:`observable` (``slice(10**6, 10**6 + 1000)``,
-        ``np.s_[::1000]``): every recorded quantity of those rows only, read as such from the file; the same values
-        as :attr:`trajectory`'s fields sliced, without reading the rows around them (a long run's GBs).
-        """
+        ``rows``: a slice of the recorded rows, as in :meth:`observable`: every quantity of those rows only, read
+        as such from the file (the values of :attr:`trajectory`'s fields sliced, without a long run's GBs)."""
         window = as_row_slice("rows", rows)
         if not self._schema:
             return None

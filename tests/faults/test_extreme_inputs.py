@@ -16,7 +16,8 @@ import pytest
 
 import dlnmomentum as dm
 from dlnmomentum.runs import stepping
-from dlnmomentum.runs.flow import prepare_flow, prepare_mgf_from_mgd
+from dlnmomentum.runs.flow import prepare_flow
+from dlnmomentum.runs.flow_from_mgd import prepare_mgf_from_mgd
 from dlnmomentum.sweeps.grid import parse_grid
 
 SMALL = dict(n=8, d=13, s=3, n_test=50)
