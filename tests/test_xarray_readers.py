@@ -1,0 +1,64 @@
+"""Every kind of file the package writes, opened the way a researcher opens it: ``xarray.open_dataset`` on the file
+and on its groups, and the package's own ``to_xarray``.
+
+Before: ``xr.open_dataset(run, group="observables")`` gave ``step`` as a data variable, not a coordinate;
+``Store.to_xarray()`` dropped the units and description of every variable, and ``Store.to_xarray(name)`` gave an
+empty description (read from the group, where there is none).
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+import dlnmomentum as dm
+
+xr = pytest.importorskip("xarray")
+pytest.importorskip("h5netcdf")
+
+SPEC = {"n": 8, "d": 13, "s": 3, "n_test": 50}
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "v0.2.0")
+
+
+@pytest.fixture(scope="module")
+def run_store(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("xr") / "run.h5")
+    res = dm.mgd(dm.sparse_regression(**SPEC, seed=1), 0.01, 0.5, steps=300, record=dm.Record(every=50), store=path)
+    return path, res
+
+
+def test_step_is_a_coordinate_of_the_observables_group(run_store):
+    path, res = run_store
+    with xr.open_dataset(path, engine="h5netcdf", group="observables") as ds:
+        assert "step" in ds.coords and "time" in ds.indexes and not ds.data_vars
+        np.testing.assert_array_equal(ds["step"].values, res.trajectory.step)
+    with xr.open_dataset(path, engine="h5netcdf", group="observables", chunks={}) as ds:  # dask, lazily
+        assert "step" in ds.coords
+        np.testing.assert_array_equal(ds["step"].values, res.trajectory.step)
+
+
+def test_a_store_of_0_2_0_still_opens_in_xarray():
+    path = os.path.join(FIXTURES, "mgd_complete.h5")
+    with xr.open_dataset(path, engine="h5netcdf", group="observables") as ds:
+        assert "step" in ds.variables and ds.sizes["time"] >= 2  # (a data variable there: no attribute says)
+    with xr.open_dataset(path, engine="h5netcdf", group="observables/theta") as ds:
+        assert "step" in ds.coords
+    ds = dm.open_store(path).to_xarray()
+    assert "step" in ds.coords and ds["theta"].attrs["description"].startswith("regression parameter")
+
+
+def test_to_xarray_keeps_units_and_descriptions(run_store):
+    path, _ = run_store
+    s = dm.open_store(path)
+    with xr.open_dataset(path, engine="h5netcdf", group="observables/theta") as raw:
+        stored = raw["value"].attrs["description"]
+    assert stored.startswith("regression parameter")
+    one = s.to_xarray("theta")
+    assert one["value"].attrs["description"] == stored and one["value"].attrs["units"] == "1"
+    merged = s.to_xarray()
+    for name in s.observables:
+        assert merged[name].attrs["description"], name
+        assert merged[name].attrs["units"], name
+    assert merged["theta"].attrs["description"] == stored
+    assert merged["time"].attrs["units"] == "1" and merged["step"].attrs["description"].startswith("number of")
+    assert merged.attrs["kind"] == "mgd" and merged.attrs["source"] == path
