@@ -7,6 +7,7 @@ empty description (read from the group, where there is none).
 """
 
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -62,3 +63,44 @@ def test_to_xarray_keeps_units_and_descriptions(run_store):
     assert merged["theta"].attrs["description"] == stored
     assert merged["time"].attrs["units"] == "1" and merged["step"].attrs["description"].startswith("number of")
     assert merged.attrs["kind"] == "mgd" and merged.attrs["source"] == path
+
+
+# -- partial sweeps: a point not done is named so in the file itself ------------------------------------------------
+
+def _stop_after_first_wave():
+    """The sweep stops (as after Ctrl-C) once its first wave is written."""
+    def log(message):
+        os.kill(os.getpid(), signal.SIGINT)  # the package's handler notes it; the sweep stops after this wave
+    return log
+
+
+@pytest.fixture(scope="module")
+def partial_stores(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("partial")
+    sweep = str(folder / "grid.h5")
+    sw = dm.sweep(SPEC, gammas="1e-3:1e-2:4:log", betas="0:0.9:4", steps=200, reps=1, theory=True, wave_size=1,
+                  store=sweep, log=_stop_after_first_wave())
+    network = str(folder / "network.h5")
+    net = dm.networks_sweep({"generator": "teacher_student", "n": 6, "d": 2, "teacher_width": 2,
+                             "student_width": 3, "n_test": 20}, gammas=[0.01, 0.02, 0.03], betas=[0.0, 0.5],
+                            steps=50, wave_size=1, store=network, log=_stop_after_first_wave())
+    assert 0 < sw.done.sum() < sw.done.size and 0 < net.done.sum() < net.done.size  # partial, both
+    return {"sweep": (sweep, ("status", "theory_reason")), "network": (network, ("status",))}
+
+
+@pytest.mark.parametrize("kind", ["sweep", "network"])
+@pytest.mark.parametrize("chunks", [None, {}])
+def test_a_point_not_done_reads_not_done_in_xarray(partial_stores, kind, chunks):
+    path, coded = partial_stores[kind]
+    with xr.open_dataset(path, engine="h5netcdf", chunks=chunks) as ds:
+        done = ds["done"].values.astype(bool)
+        for name in coded:
+            var = ds[name]
+            assert var.dtype == np.int8  # (no _FillValue masking: the codes stay integers)
+            codes = dict(zip(var.attrs["flag_values"].tolist(), var.attrs["flag_meanings"].split(), strict=True))
+            values = var.values
+            assert {codes[c] for c in values[~done].ravel()} == {"not_done"}, name  # was 0: running / computed
+            assert "not_done" not in {codes[c] for c in values[done].ravel()}, name
+    sw = dm.open_sweep(path) if kind == "sweep" else dm.open_networks_sweep(path)
+    assert set(sw.status_names[~sw.done]) == {"not_done"}
+    assert set(sw.status_names[sw.done]) <= {"max_steps", "converged", "diverged"}

@@ -5,13 +5,16 @@ import warnings
 
 import numpy as np
 
-from ..runs.points import CODED_FIELDS, TheoryReason, code_names, field_description, flag_attributes
+from ..runs.points import (
+    CODED_FIELDS,
+    NOT_DONE,
+    TheoryReason,
+    code_names,
+    field_description,
+    flag_attributes,
+)
 from ..status import Status
 from ..store.files import to_jsonable
-
-#: The code of a point not done in the coded fields of :meth:`Sweep.to_xarray` (the store holds 0 there, which is
-#: status ``running`` and theory_reason ``computed``).
-NOT_DONE = -1
 
 # The labelled result
 # ---------------------------------------------------------------------------------------------------
@@ -163,9 +166,7 @@ class Sweep:
                 # the fill 0 of a point not done is a code (status 'running', theory_reason 'computed'): a
                 # point not done gets the code of its own name instead, as names() says
                 arr = np.where(self.done, arr, np.asarray(NOT_DONE, dtype=arr.dtype))
-                attrs["flag_values"] = np.concatenate([np.asarray([NOT_DONE], dtype=arr.dtype),
-                                                       attrs["flag_values"]])
-                attrs["flag_meanings"] = "not_done " + attrs["flag_meanings"]
+                attrs.update(flag_attributes(name, arr.dtype, not_done=True))
             variables[name] = xr.Variable(dims, arr, attrs)
         variables["done"] = xr.Variable(self.dims, self.done)
         coords = {k: v for k, v in self.coords.items() if k in self.dims or k == "coord"}
