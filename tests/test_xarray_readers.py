@@ -104,3 +104,38 @@ def test_a_point_not_done_reads_not_done_in_xarray(partial_stores, kind, chunks)
     sw = dm.open_sweep(path) if kind == "sweep" else dm.open_networks_sweep(path)
     assert set(sw.status_names[~sw.done]) == {"not_done"}
     assert set(sw.status_names[sw.done]) <= {"max_steps", "converged", "diverged"}
+
+
+# -- figure stores --------------------------------------------------------------------------------------------------
+
+def test_a_figure_store_opens_over_shared_dimensions(tmp_path):
+    """quadratic: the arrays over a trajectory's iterates share the dimension ``row`` (before: x_dim0, k_dim0,
+    time_dim0, distance_dim0, four dimensions for one axis)."""
+    from dlnmomentum.figures import compute_figure
+
+    path, _ = compute_figure("quadratic", "tiny", out=str(tmp_path), log=lambda *a: None)
+    with xr.open_dataset(path, engine="h5netcdf", group="runs/gd") as ds:
+        assert set(ds.sizes) == {"row", "coordinate"}
+        assert {"k", "time"} <= set(ds.coords) and ds["x"].dims == ("row", "coordinate")
+        assert ds["distance"].dims == ("row",) and ds["x"].attrs["description"]
+    with xr.open_dataset(path, engine="h5netcdf", group="flows/mgf", chunks={}) as ds:
+        assert set(ds.sizes) == {"row", "coordinate"} and "time" in ds.coords
+
+
+def test_a_figure_stores_sweep_describes_its_fields(tmp_path, stored_grid):
+    """Before: the sweep groups of a figure store had flag attributes but no description (a sweep store has them)."""
+    from dlnmomentum.figures import common
+
+    figure = str(tmp_path / "mgd-grid.h5")
+    f, tmp = common.new_store(figure, "mgd-grid", "tiny")
+    common.put_sweep(f, "mgd", stored_grid)
+    common.finish_store(f, tmp, figure, {"n": 8}, {"mgd": {"points": 4}})
+    with xr.open_dataset(figure, engine="h5netcdf", group="mgd") as ds:
+        for name in ds.data_vars:
+            assert ds[name].attrs.get("description"), name
+        assert ds["status"].attrs["flag_meanings"].split()[2] == "max_steps"
+
+
+@pytest.fixture(scope="module")
+def stored_grid():
+    return dm.sweep(SPEC, gammas=[0.01, 0.05], betas=[0.0, 0.5], steps=100)
