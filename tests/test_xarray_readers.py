@@ -139,3 +139,33 @@ def test_a_figure_stores_sweep_describes_its_fields(tmp_path, stored_grid):
 @pytest.fixture(scope="module")
 def stored_grid():
     return dm.sweep(SPEC, gammas=[0.01, 0.05], betas=[0.0, 0.5], steps=100)
+
+
+# -- sweeps: the run parameters over the grid are coordinates -------------------------------------------------------
+
+@pytest.mark.parametrize("design", ["pairs", "grid", "network"])
+def test_the_parameters_over_the_grid_are_coordinates(tmp_path, design):
+    """Before: ``gamma``, ``beta`` (pairs) and ``lam`` (a (beta, gamma) grid) opened as data variables, fields
+    beside test_loss; now coordinates of every field (``ds.test_loss.plot(x="lam")``), in the file and in
+    ``to_xarray``, and the dims say what they index."""
+    path = str(tmp_path / f"{design}.h5")
+    if design == "network":
+        sw = dm.networks_sweep({"generator": "teacher_student", "n": 6, "d": 2, "teacher_width": 2,
+                                "student_width": 3, "n_test": 20}, gammas=[0.01, 0.02], betas=[0.0, 0.5],
+                               steps=20, store=path)
+        over = {"lam"}
+    elif design == "pairs":
+        sw = dm.sweep(SPEC, pairs=[(0.01, 0.5), (0.05, 0.0)], steps=100, store=path)
+        over = {"gamma", "beta", "lam"}
+    else:
+        sw = dm.sweep(SPEC, gammas=[0.01, 0.05], betas=[0.0, 0.5], steps=100, store=path)
+        over = {"lam"}
+    for ds in (xr.open_dataset(path, engine="h5netcdf"), xr.open_dataset(path, engine="h5netcdf", chunks={}),
+               sw.to_xarray(), dm.open_sweep(path).to_xarray() if design != "network" else sw.to_xarray()):
+        with ds:
+            assert over <= set(ds.coords) and not over & set(ds.data_vars)
+            assert set(ds["test_loss"].coords) >= over
+            np.testing.assert_array_equal(ds["lam"].values, sw.lam)
+            if ds.encoding.get("source"):  # the file: every dim describes itself
+                for dim in ds.dims:
+                    assert ds[dim].attrs.get("description"), dim

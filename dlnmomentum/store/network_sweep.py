@@ -32,7 +32,7 @@ import numpy as np
 
 from ..driver import signals_held
 from ..runs.network import POINT_FIELDS
-from ..runs.points import flag_attributes
+from ..runs.points import PARAMETER_FIELDS, flag_attributes
 from .files import (
     READ_ERRORS,
     StoreError,
@@ -54,7 +54,7 @@ from .files import (
 )
 from .format import Dims, read_problem, write_problem
 from .kinds import NETWORK_SWEEP_FORMAT, kind_of, wrong_kind
-from .sweep_format import fill_value, grid_chunks, stored_fill
+from .sweep_format import DIM_DESCRIPTIONS, fill_value, grid_chunks, stored_fill
 
 FORMAT_NAME = NETWORK_SWEEP_FORMAT  # (defined with the other kinds of file, store.kinds.FORMATS)
 FORMAT_VERSION = 1
@@ -74,7 +74,10 @@ def create(path, config, dims, coords, shape, problem=None):
                                 "config": json.dumps(to_jsonable(config)), "dims": ",".join(dims), "sessions": 0,
                                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, "config"))
         for name in dims:
-            f.create_dataset(name, data=coords[name], fletcher32=True).make_scale(name)
+            scale = f.create_dataset(name, data=coords[name], fletcher32=True)
+            scale.make_scale(name)
+            scale.attrs["description"] = DIM_DESCRIPTIONS.get(name) or PARAMETER_FIELDS[name][1]
+        f.attrs["coordinates"] = "lam"  # xarray: lambda over the grid is a coordinate of the fields (0.6.0)
         for name, (dtype, desc) in GRID.items():
             fill = fill_value(dtype, name)  # (a coded field: -1 not_done, named in its flag attributes)
             ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=fill, chunks=grid_chunks(shape, len(shape)),

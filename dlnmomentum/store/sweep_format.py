@@ -6,7 +6,8 @@ Root attributes ``kind = "sweep"``, ``format``/``format_version``, the configura
 where a point is written) and ``session`` (which run of the sweep wrote it); ``/problem`` when
 the sweep ran on a given :class:`~dlnmomentum.Problem`. The coded fields ``status`` and ``theory_reason``
 carry the CF attributes ``flag_values`` and ``flag_meanings``, the name of every code (older stores lack
-them; their codes are the same), first the fill -1 ``not_done`` of a point not done (since 0.6.0; 0 before). Opens in xarray (``xarray.open_dataset(path, engine="h5netcdf")``).
+them; their codes are the same), first the fill -1 ``not_done`` of a point not done (since 0.6.0; 0 before).
+Opens in xarray (``xarray.open_dataset(path, engine="h5netcdf")``).
 
 How a sweep store survives crashes, full disks and damage
 ---------------------------------------------------------
@@ -74,6 +75,11 @@ FORMAT_VERSION = 2
 #: ``gamma``, ``beta``, ``lam`` that are not dims as datasets over the grid) and the fields
 #: :data:`~dlnmomentum.runs.points.ADDED_IN_V2`. A format-1 store is read (the new fields as NaN / -1 /
 #: ``NOT_RECORDED``) and continued (the first session adds their datasets).
+
+#: What the dims that are not run parameters index (``gamma``, ``beta``, ``lam``: :data:`PARAMETER_FIELDS`).
+DIM_DESCRIPTIONS = {"rep": "data set r: the problem of seed seed + r (the given problem for every r)",
+                    "pair": "index of the (gamma, beta) pair of config gammas and betas",
+                    "coord": "coordinate index of theta and the other vectors"}
 
 #: Datasets of the grid with their fill value: the point fields, then ``session`` and ``done``.
 MASKS = {"session": (np.int16, 0), "done": (np.uint8, 0)}
@@ -176,16 +182,21 @@ class SweepFile:
         for name in plan.dims + ("coord",):
             ds = f.create_dataset(name, data=coords[name], fletcher32=True)
             ds.make_scale(name)
+            ds.attrs["description"] = DIM_DESCRIPTIONS.get(name) or PARAMETER_FIELDS[name][1]
         for name, (dtype, desc) in SCALAR_FIELDS.items():
             self._field(f, plan, name, dtype, desc, vector=False)
         for name, (dtype, desc) in VECTOR_FIELDS.items():
             self._field(f, plan, name, dtype, desc, vector=True)
+        over_grid = []
         for name, values in plan.parameters().items():  # for xarray and h5py users; readers use the config
             if name in plan.dims:
                 continue
             dtype, desc = PARAMETER_FIELDS[name]
             self._field(f, plan, name, dtype, desc, vector=False)
             f[name][...] = values
+            over_grid.append(name)
+        if over_grid:  # xarray: the parameters over the grid are coordinates of the fields, not fields (0.6.0)
+            f.attrs["coordinates"] = " ".join(over_grid)
         self._field(f, plan, "done", np.uint8, "1 where the point has been computed and written", False)
         self._field(f, plan, "session", np.int16, "the run (1, 2, ...) of the sweep that computed the point, "
                     "0: none", False)

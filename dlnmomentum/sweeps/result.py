@@ -8,6 +8,7 @@ import numpy as np
 from ..runs.points import (
     CODED_FIELDS,
     NOT_DONE,
+    PARAMETER_FIELDS,
     TheoryReason,
     code_names,
     field_description,
@@ -140,8 +141,9 @@ class Sweep:
 
         A run parameter that is a dim (``lam`` of a λ line or of constant-λ lines, ``gamma`` and ``beta`` of a
         grid) is its coordinate; the others (``lam`` of a (β, γ) grid, ``gamma`` and ``beta`` of pairs) are
-        variables over the grid. The coded fields (``status``, ``theory_reason``) carry the CF attributes
-        ``flag_values`` and ``flag_meanings``: the name of every code.
+        coordinates over the grid (not index coordinates), as ``xarray.open_dataset`` of the store gives them. The
+        coded fields (``status``, ``theory_reason``) carry the CF attributes ``flag_values`` and ``flag_meanings``:
+        the name of every code.
 
         A partial sweep (points not done) gives a ``UserWarning`` saying how many; its points not done hold NaN in
         the float fields, 0 in the integer ones and the code -1 ``not_done`` in the coded fields (whose 0 would
@@ -171,7 +173,10 @@ class Sweep:
         variables["done"] = xr.Variable(self.dims, self.done)
         coords = {k: v for k, v in self.coords.items() if k in self.dims or k == "coord"}
         attrs = {"kind": "sweep", "config": json.dumps(to_jsonable(self.config))}
-        return xr.Dataset(variables, coords=coords, attrs=attrs)
+        # the run parameters over the grid label the points (ds.test_loss.plot(x="lam"), ds.where(ds.lam < 1)):
+        # coordinates, as the store's attribute coordinates makes them for xarray.open_dataset (0.6.0)
+        over_grid = [name for name in PARAMETER_FIELDS if name in variables]
+        return xr.Dataset(variables, coords=coords, attrs=attrs).set_coords(over_grid)
 
     def _not_done_text(self):
         left = int(self.done.size - self.done.sum())
