@@ -36,6 +36,8 @@ def test_step_is_a_coordinate_of_the_observables_group(run_store):
     with xr.open_dataset(path, engine="h5netcdf", group="observables", chunks={}) as ds:  # dask, lazily
         assert "step" in ds.coords
         np.testing.assert_array_equal(ds["step"].values, res.trajectory.step)
+    with xr.open_datatree(path, engine="h5netcdf") as tree:  # the whole store, groups as nodes
+        assert "step" in tree["observables"].coords and "step" in tree["observables/theta"].coords
 
 
 def test_a_store_of_0_2_0_still_opens_in_xarray():
