@@ -77,13 +77,15 @@ def test_every_design_opens_in_xarray(stored, design, how):
 @pytest.mark.parametrize("design", list(DESIGNS))
 def test_every_store_opens_with_xarray_open_dataset(stored, design):
     live, path = stored[design]
+    # (the fill -1 of a point not done first, named not_done: 0.6.0, test_xarray_readers.py)
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         np.testing.assert_array_equal(ds["test_loss"].values, live.test_loss)
-        assert ds["status"].attrs["flag_meanings"].split() == [s.label for s in dm.Status]
+        assert ds["status"].attrs["flag_meanings"].split() == ["not_done"] + [s.label for s in dm.Status]
         if design != "network":
-            assert ds["theory_reason"].attrs["flag_meanings"].split() == [r.name.lower() for r in TheoryReason]
+            assert ds["theory_reason"].attrs["flag_meanings"].split() == (
+                ["not_done"] + [r.name.lower() for r in TheoryReason])
     with h5py.File(path, "r") as f:
-        assert list(f["status"].attrs["flag_values"]) == [int(s) for s in dm.Status]
+        assert list(f["status"].attrs["flag_values"]) == [-1] + [int(s) for s in dm.Status]
 
 
 def test_codes_have_names(stored):

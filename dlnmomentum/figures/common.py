@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from ..api import sweep
-from ..runs.points import converged, flag_attributes
+from ..runs.points import converged, field_description, flag_attributes
 from ..store.files import (
     StoreError,
     StoreLockedError,
@@ -105,6 +105,9 @@ def put_sweep(h5, name, sw):
             continue
         arr = np.asarray(arr)
         ds = g.create_dataset(field, data=arr, compression="gzip", shuffle=True)
+        # what the field is, as in a sweep store (xarray shows it; before, the figure's copy had no description)
+        ds.attrs["description"] = ("1 where the point has been computed" if field == "done"
+                                   else field_description(field))
         ds.attrs.update(flag_attributes(field, arr.dtype))  # status, theory_reason: the name of every code
         for axis, dim in enumerate(sw.dims):
             ds.dims[axis].attach_scale(g[dim])
@@ -129,16 +132,28 @@ def get_sweep(h5, name):
     return Sweep(dims, coords, data, g["done"][...].astype(bool), json.loads(attr_str(g.attrs["config"])))
 
 
-def put(h5, name, data, description):
-    """A dataset of a figure (a curve, a trajectory) with its ``description`` and an index dimension scale
-    ``<name>_dim<k>`` on every axis, beside it (xarray then names its dimensions, instead of ``phony_dim_*``)."""
+def put(h5, name, data, description, dims=None, coordinates=None):
+    """A dataset of a figure (a curve, a trajectory) with its ``description`` and an index dimension scale on every
+    axis, beside it (xarray then names its dimensions, instead of ``phony_dim_*``): ``<name>_dim<k>``, or the name
+    ``dims[k]`` (not None) that datasets of the same group share, so that arrays over one axis (the rows of a
+    trajectory: its iterates, their times) open in xarray over one dimension, not one each. ``coordinates``: the
+    CF attribute (names of the group's variables that xarray makes coordinates of this one, ``"k time"``)."""
     ds = h5.create_dataset(name, data=np.asarray(data))
     ds.attrs["description"] = description
+    if coordinates:
+        ds.attrs["coordinates"] = coordinates
     parent, leaf = ds.parent, name.rsplit("/", 1)[-1]
     for axis, length in enumerate(ds.shape):
-        scale = parent.create_dataset(f"{leaf}_dim{axis}", data=np.arange(length, dtype=np.int64))
-        scale.make_scale(f"{leaf}_dim{axis}")
-        scale.attrs["description"] = f"index along axis {axis} of {leaf}"
+        label = dims[axis] if dims is not None and dims[axis] else f"{leaf}_dim{axis}"
+        if label in parent:  # a dimension shared with a dataset written before
+            scale = parent[label]
+            if scale.shape != (length,):
+                raise ValueError(f"{name}: axis {axis} has length {length}, dimension {label!r} {scale.shape[0]}")
+        else:
+            scale = parent.create_dataset(label, data=np.arange(length, dtype=np.int64))
+            scale.make_scale(label)
+            scale.attrs["description"] = (f"index along axis {axis} of {leaf}" if label == f"{leaf}_dim{axis}"
+                                          else f"index {label}")
         ds.dims[axis].attach_scale(scale)
     return ds
 

@@ -67,8 +67,8 @@ def _max_rel(u, v, scale):
     return float(np.max(np.linalg.norm(u - v, axis=1)) / scale)
 
 
-def _dataset(group, name, data, description):
-    return put(group, name, data, description)
+def _dataset(group, name, data, description, dims=None, coordinates=None):
+    return put(group, name, data, description, dims, coordinates)
 
 
 def compute(h5, size, log=print):
@@ -108,18 +108,22 @@ def compute(h5, size, log=print):
         grp = runs.create_group(key)
         grp.attrs.update({"label": label, "gamma": p.gamma, "beta": p.beta, "lam": p.lam, "eps": p.eps,
                           "status": p.status.label})
-        _dataset(grp, "x", p.x, f"iterates x_k of {label}, k = 0..{p.k[-1]} (rows)")
-        _dataset(grp, "k", p.k, "iterate index k of each row")
-        _dataset(grp, "time", p.time, "MGF time k·ε, ε = γ/(1-β) (Proposition 1)")
-        _dataset(grp, "distance", np.linalg.norm(p.x - x_star, axis=1), "|x_k - x*|, x* = A^-1 c")
+        # one dimension row for the four arrays over the iterates (xarray: x(row, coordinate) with k and time as
+        # its coordinates; before, each had its own x_dim0, k_dim0, ... of the same length)
+        _dataset(grp, "x", p.x, f"iterates x_k of {label}, k = 0..{p.k[-1]} (rows)", ("row", "coordinate"), "k time")
+        _dataset(grp, "k", p.k, "iterate index k of each row", ("row",))
+        _dataset(grp, "time", p.time, "MGF time k·ε, ε = γ/(1-β) (Proposition 1)", ("row",))
+        _dataset(grp, "distance", np.linalg.norm(p.x - x_star, axis=1), "|x_k - x*|, x* = A^-1 c", ("row",),
+                 "k time")
     flows = h5.create_group("flows")
     mgd, gd = paths["mgd"], paths["gd"]
     for key, lam_f, times, what in (("gf", 0.0, gd.time, "GD(γ)"), ("mgf", lam, mgd.time, "MGD(γ, β)")):
         fl = quadratic_flow(A, C, X0, lam_f, times)
         grp = flows.create_group(key)
         grp.attrs["lam"] = lam_f
-        _dataset(grp, "x", fl.x, f"exact {'GF' if lam_f == 0 else 'MGF(λ)'} x(t), ẋ(0) = 0, at the times of {what}")
-        _dataset(grp, "time", fl.time, f"time t = k·ε of {what}'s iterates")
+        _dataset(grp, "x", fl.x, f"exact {'GF' if lam_f == 0 else 'MGF(λ)'} x(t), ẋ(0) = 0, at the times of {what}",
+                 ("row", "coordinate"), "time")
+        _dataset(grp, "time", fl.time, f"time t = k·ε of {what}'s iterates", ("row",))
     x = {key: p.x for key, p in paths.items()}
     measures = {
         "rule_at_2k": _max_rel(x["mgd_rule"], x["mgd"][::2], scale),

@@ -121,12 +121,21 @@ CODED_FIELDS = {"status": {int(s): s.label for s in Status},
                 "theory_reason": {int(r): r.name.lower() for r in TheoryReason}}
 
 
-def flag_attributes(name, dtype=np.int8):
+#: The code of a point not done in a coded field (``status``, ``theory_reason``): the fill value of those datasets in
+#: a sweep store (since 0.6.0), and what ``Sweep.to_xarray`` shows there. Before, a store's fill 0 read ``running`` /
+#: ``computed`` for a point never computed, in any reader that does not look at ``done`` (xarray, h5py).
+NOT_DONE = -1
+
+
+def flag_attributes(name, dtype=np.int8, not_done=False):
     """The CF attributes ``flag_values`` (codes, as ``dtype``) and ``flag_meanings`` (their names, space
-    separated) of a coded field; ``{}`` for any other field."""
+    separated) of a coded field; ``{}`` for any other field. ``not_done``: the code :data:`NOT_DONE` first, named
+    ``not_done`` (a grid whose points not done hold it)."""
     codes = CODED_FIELDS.get(name)
     if codes is None:
         return {}
+    if not_done:
+        codes = {NOT_DONE: "not_done", **codes}
     return {"flag_values": np.array(list(codes), dtype=dtype), "flag_meanings": " ".join(codes.values())}
 
 

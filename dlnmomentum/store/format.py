@@ -402,6 +402,11 @@ def create_observables(f, dims, schema):
                                    "step and time are shared by hard link"})
     if not schema:
         return obs
+    # In the groups of the quantities, the ``coordinates`` attribute of ``value`` makes ``step`` a coordinate in
+    # xarray; here no variable names it, so the group says it (as xarray itself writes a coordinate no variable
+    # uses): ``xr.open_dataset(path, group="observables")`` gives ``step`` as a coordinate, not a data variable
+    # (0.6.0; older stores lack it and open as before, with ``step`` a data variable).
+    set_attrs(obs, {"coordinates": "step"}, replace=False)
 
     def extendable(group, s):
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)  # not the shared (cached) lists

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..driver import signals_held
 from ..runs.network import POINT_FIELDS
-from ..runs.points import flag_attributes
+from ..runs.points import PARAMETER_FIELDS, flag_attributes
 from .files import (
     READ_ERRORS,
     StoreError,
@@ -54,7 +54,7 @@ from .files import (
 )
 from .format import Dims, read_problem, write_problem
 from .kinds import NETWORK_SWEEP_FORMAT, kind_of, wrong_kind
-from .sweep_format import fill_value, grid_chunks
+from .sweep_format import DIM_DESCRIPTIONS, fill_value, grid_chunks, stored_fill
 
 FORMAT_NAME = NETWORK_SWEEP_FORMAT  # (defined with the other kinds of file, store.kinds.FORMATS)
 FORMAT_VERSION = 1
@@ -74,14 +74,17 @@ def create(path, config, dims, coords, shape, problem=None):
                                 "config": json.dumps(to_jsonable(config)), "dims": ",".join(dims), "sessions": 0,
                                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, "config"))
         for name in dims:
-            f.create_dataset(name, data=coords[name], fletcher32=True).make_scale(name)
+            scale = f.create_dataset(name, data=coords[name], fletcher32=True)
+            scale.make_scale(name)
+            scale.attrs["description"] = DIM_DESCRIPTIONS.get(name) or PARAMETER_FIELDS[name][1]
+        f.attrs["coordinates"] = "lam"  # xarray: lambda over the grid is a coordinate of the fields (0.6.0)
         for name, (dtype, desc) in GRID.items():
-            fill = fill_value(dtype)
+            fill = fill_value(dtype, name)  # (a coded field: -1 not_done, named in its flag attributes)
             ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=fill, chunks=grid_chunks(shape, len(shape)),
                                   fletcher32=True)  # one line of the last axis per chunk, as sweep stores
             ds[...] = fill  # every chunk allocated now: later writes never grow the file
             ds.attrs["description"] = desc
-            ds.attrs.update(flag_attributes(name, dtype))  # status: the name of every code
+            ds.attrs.update(flag_attributes(name, dtype, not_done=True))  # status: the name of every code
             for axis, dim in enumerate(dims):
                 ds.dims[axis].attach_scale(f[dim])
         if problem is not None:
@@ -169,7 +172,7 @@ def _repair(path):
         for sel in damaged.values():
             for name in GRID:
                 ds = f[name]
-                ds[sel] = np.full(tuple(s.stop - s.start for s in sel), fill_value(ds.dtype), dtype=ds.dtype)
+                ds[sel] = np.full(tuple(s.stop - s.start for s in sel), stored_fill(ds), dtype=ds.dtype)
         f.flush()
     return sum(int(np.prod([s.stop - s.start for s in sel])) for sel in damaged.values())
 

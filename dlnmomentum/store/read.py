@@ -174,7 +174,8 @@ class Observable:
         named = OBSERVABLE_AXES.get(self.name, ())  # (a network's params: parameter, as in the file)
         dims = ("time",) + tuple(named[i - 1] if i <= len(named) else "coordinate" if i == 1 else f"axis{i}"
                                  for i in range(1, self.value.ndim))
-        coords = {"time": ("time", self.time, {"units": "1"}), "step": ("time", self.step)}
+        coords = {axis: ("time", values, dict(zip(("units", "description"), OBSERVABLE_INFO[axis], strict=True)))
+                  for axis, values in (("time", self.time), ("step", self.step))}  # (as in the file)
         for i, dim in enumerate(dims[1:], start=1):
             coords[dim] = np.arange(self.value.shape[i], dtype=np.int64)
         value = xr.DataArray(self.value, dims=dims, coords=coords, name="value",
@@ -387,9 +388,12 @@ class Store:
                            f"recorded: {', '.join(self.observables)}")
         with self._file() as f:
             series = self._series(f, ("step", "time", name), window)
-            g = f[f"observables/{name}"]
-            units = attr_str(g.attrs.get("units", OBSERVABLE_INFO.get(name, ("1",))[0]))
-            description = attr_str(g.attrs.get("description", ""))
+            # units and description are attributes of the dataset ``value`` (every format version), not of its
+            # group: read from the group, the description was always "" in to_xarray
+            attrs = f[f"observables/{name}/value"].attrs
+            info = OBSERVABLE_INFO.get(name, ("1", ""))
+            units = attr_str(attrs.get("units", info[0]))
+            description = attr_str(attrs.get("description", info[1]))
         return Observable(name, series["step"], series["time"], series[name], units, description)
 
     def __getitem__(self, name):
@@ -478,8 +482,11 @@ class Store:
         for obs in self.observables:
             ds = self.observable(obs, rows).to_xarray().rename({"value": obs})
             parts.append(ds)
-        merged = xr.merge(parts, compat="override", join="exact", combine_attrs="drop") if parts else (
+        # combine_attrs applies to the variables too: "drop" left every variable (time, step, theta...) without its
+        # units and description; the attributes of the shared time and step are the same in every part
+        merged = xr.merge(parts, compat="override", join="exact", combine_attrs="drop_conflicts") if parts else (
             xr.Dataset())
+        merged.attrs.clear()  # (the parts have no dataset attributes; the store's are set here)
         merged.attrs.update({"kind": self.kind, "config": json.dumps(self.config), "source": self.path})
         return merged
 

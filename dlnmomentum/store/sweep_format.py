@@ -6,7 +6,8 @@ Root attributes ``kind = "sweep"``, ``format``/``format_version``, the configura
 where a point is written) and ``session`` (which run of the sweep wrote it); ``/problem`` when
 the sweep ran on a given :class:`~dlnmomentum.Problem`. The coded fields ``status`` and ``theory_reason``
 carry the CF attributes ``flag_values`` and ``flag_meanings``, the name of every code (older stores lack
-them; their codes are the same). Opens in xarray (``xarray.open_dataset(path, engine="h5netcdf")``).
+them; their codes are the same), first the fill -1 ``not_done`` of a point not done (since 0.6.0; 0 before).
+Opens in xarray (``xarray.open_dataset(path, engine="h5netcdf")``).
 
 How a sweep store survives crashes, full disks and damage
 ---------------------------------------------------------
@@ -34,7 +35,9 @@ from ..driver import signals_held
 from ..problem import Problem
 from ..runs.points import (
     ADDED_IN_V2,
+    CODED_FIELDS,
     FIELDS,
+    NOT_DONE,
     PARAMETER_FIELDS,
     SCALAR_FIELDS,
     VECTOR_FIELDS,
@@ -73,13 +76,32 @@ FORMAT_VERSION = 2
 #: :data:`~dlnmomentum.runs.points.ADDED_IN_V2`. A format-1 store is read (the new fields as NaN / -1 /
 #: ``NOT_RECORDED``) and continued (the first session adds their datasets).
 
+#: What the dims that are not run parameters index (``gamma``, ``beta``, ``lam``: :data:`PARAMETER_FIELDS`).
+DIM_DESCRIPTIONS = {"rep": "data set r: the problem of seed seed + r (the given problem for every r)",
+                    "pair": "index of the (gamma, beta) pair of config gammas and betas",
+                    "coord": "coordinate index of theta and the other vectors"}
+
 #: Datasets of the grid with their fill value: the point fields, then ``session`` and ``done``.
 MASKS = {"session": (np.int16, 0), "done": (np.uint8, 0)}
 
 
-def fill_value(dtype):
-    """The fill of a grid dataset: NaN for floats (a point not written), 0 otherwise."""
+def fill_value(dtype, name=None):
+    """The fill of a grid dataset ``name``: NaN for floats (a point not written), :data:`NOT_DONE` (-1, named
+    ``not_done`` in its flag attributes) for a coded field, 0 otherwise.
+
+    A coded field's fill was 0 before 0.6.0: status ``running`` and theory_reason ``computed`` for a point never
+    computed, in every reader that does not look at ``done`` (``xr.open_dataset``, h5py). Such a store keeps its 0
+    (:func:`stored_fill`): its flag attributes do not name -1."""
+    if name in CODED_FIELDS:
+        return NOT_DONE
     return np.nan if np.issubdtype(dtype, np.floating) else 0
+
+
+def stored_fill(ds):
+    """The fill of a point not done of the grid dataset ``ds`` of a store, as the store was created: its HDF5 fill
+    value for a coded field (-1 since 0.6.0, 0 before), :func:`fill_value` for the others."""
+    name = ds.name.rsplit("/", 1)[-1]
+    return ds.fillvalue if name in CODED_FIELDS else fill_value(ds.dtype, name)
 
 
 #: Most bytes of a chunk of a new sweep store's grid dataset along its last grid axis (:func:`grid_chunks`).
@@ -160,16 +182,21 @@ class SweepFile:
         for name in plan.dims + ("coord",):
             ds = f.create_dataset(name, data=coords[name], fletcher32=True)
             ds.make_scale(name)
+            ds.attrs["description"] = DIM_DESCRIPTIONS.get(name) or PARAMETER_FIELDS[name][1]
         for name, (dtype, desc) in SCALAR_FIELDS.items():
             self._field(f, plan, name, dtype, desc, vector=False)
         for name, (dtype, desc) in VECTOR_FIELDS.items():
             self._field(f, plan, name, dtype, desc, vector=True)
+        over_grid = []
         for name, values in plan.parameters().items():  # for xarray and h5py users; readers use the config
             if name in plan.dims:
                 continue
             dtype, desc = PARAMETER_FIELDS[name]
             self._field(f, plan, name, dtype, desc, vector=False)
             f[name][...] = values
+            over_grid.append(name)
+        if over_grid:  # xarray: the parameters over the grid are coordinates of the fields, not fields (0.6.0)
+            f.attrs["coordinates"] = " ".join(over_grid)
         self._field(f, plan, "done", np.uint8, "1 where the point has been computed and written", False)
         self._field(f, plan, "session", np.int16, "the run (1, 2, ...) of the sweep that computed the point, "
                     "0: none", False)
@@ -189,10 +216,11 @@ class SweepFile:
         # has, so a full disk can stop the sweep when the store is created, hardly ever in a wave.
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-        ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=fill_value(dtype), fletcher32=True,
+        ds = f.create_dataset(name, shape=shape, dtype=dtype, fillvalue=fill_value(dtype, name), fletcher32=True,
                               chunks=grid_chunks(shape, len(plan.shape), np.dtype(dtype).itemsize), dcpl=dcpl)
         ds.attrs["description"] = desc
-        ds.attrs.update(flag_attributes(name, dtype))  # status, theory_reason: the name of every code
+        # status, theory_reason: the name of every code, and of the fill -1 of a point not done
+        ds.attrs.update(flag_attributes(name, dtype, not_done=True))
         for axis, dim in enumerate(plan.dims):
             ds.dims[axis].attach_scale(f[dim])
         if vector:
@@ -255,7 +283,7 @@ class SweepFile:
         for name in FIELDS:
             dtype = (SCALAR_FIELDS.get(name) or VECTOR_FIELDS[name])[0]
             shape = plan.shape + ((plan.d,) if name in VECTOR_FIELDS else ())
-            arrays[name] = np.full(shape, fill_value(dtype), dtype=dtype)
+            arrays[name] = np.full(shape, fill_value(dtype, name), dtype=dtype)
         for name, (dtype, fill) in MASKS.items():
             arrays[name] = np.full(plan.shape, fill, dtype=dtype)
         config = json.loads(json.dumps(to_jsonable(plan.config)))
@@ -283,22 +311,23 @@ class SweepFile:
         f, _ = open_h5(self.path)
         with f, reading(self.path):
             names = list(FIELDS) + list(MASKS)
-            arrays, damaged = {}, np.zeros(plan.shape, dtype=bool)
+            arrays, damaged, fills = {}, np.zeros(plan.shape, dtype=bool), {}
             for name in names:
                 if name not in f:
                     if name in ADDED_IN_V2:  # a format-1 store
                         arrays[name] = self._added_field(name, plan)
+                        fills[name] = fill_value(arrays[name].dtype, name)  # (the dataset the session adds)
                         continue
                     raise StoreCorruptError(f"sweep store {self.path} is incomplete: no dataset /{name}")
                 arrays[name] = self._read_grid(f[name], plan, damaged if repair else None)
+                fills[name] = MASKS[name][1] if name in MASKS else stored_fill(f[name])
             verify_guarded(f.attrs, self.path, "the file's root")
             config = json.loads(attr_str(f.attrs["config"]))
             config["sessions"] = int(f.attrs.get("sessions", 0))
         arrays.update(plan.parameters())
         if damaged.any():
-            for name, arr in arrays.items():
-                fill = MASKS[name][1] if name in MASKS else fill_value(arr.dtype)
-                arr[damaged] = fill
+            for name, arr in arrays.items():  # (each dataset's own fill: a coded field's 0 in an older store)
+                arr[damaged] = fills.get(name, fill_value(arr.dtype, name))
         done = arrays.pop("done").astype(bool)
         session = arrays.pop("session")
         if repair:

@@ -5,13 +5,17 @@ import warnings
 
 import numpy as np
 
-from ..runs.points import CODED_FIELDS, TheoryReason, code_names, field_description, flag_attributes
+from ..runs.points import (
+    CODED_FIELDS,
+    NOT_DONE,
+    PARAMETER_FIELDS,
+    TheoryReason,
+    code_names,
+    field_description,
+    flag_attributes,
+)
 from ..status import Status
 from ..store.files import to_jsonable
-
-#: The code of a point not done in the coded fields of :meth:`Sweep.to_xarray` (the store holds 0 there, which is
-#: status ``running`` and theory_reason ``computed``).
-NOT_DONE = -1
 
 # The labelled result
 # ---------------------------------------------------------------------------------------------------
@@ -137,8 +141,9 @@ class Sweep:
 
         A run parameter that is a dim (``lam`` of a λ line or of constant-λ lines, ``gamma`` and ``beta`` of a
         grid) is its coordinate; the others (``lam`` of a (β, γ) grid, ``gamma`` and ``beta`` of pairs) are
-        variables over the grid. The coded fields (``status``, ``theory_reason``) carry the CF attributes
-        ``flag_values`` and ``flag_meanings``: the name of every code.
+        coordinates over the grid (not index coordinates), as ``xarray.open_dataset`` of the store gives them. The
+        coded fields (``status``, ``theory_reason``) carry the CF attributes ``flag_values`` and ``flag_meanings``:
+        the name of every code.
 
         A partial sweep (points not done) gives a ``UserWarning`` saying how many; its points not done hold NaN in
         the float fields, 0 in the integer ones and the code -1 ``not_done`` in the coded fields (whose 0 would
@@ -163,14 +168,15 @@ class Sweep:
                 # the fill 0 of a point not done is a code (status 'running', theory_reason 'computed'): a
                 # point not done gets the code of its own name instead, as names() says
                 arr = np.where(self.done, arr, np.asarray(NOT_DONE, dtype=arr.dtype))
-                attrs["flag_values"] = np.concatenate([np.asarray([NOT_DONE], dtype=arr.dtype),
-                                                       attrs["flag_values"]])
-                attrs["flag_meanings"] = "not_done " + attrs["flag_meanings"]
+                attrs.update(flag_attributes(name, arr.dtype, not_done=True))
             variables[name] = xr.Variable(dims, arr, attrs)
         variables["done"] = xr.Variable(self.dims, self.done)
         coords = {k: v for k, v in self.coords.items() if k in self.dims or k == "coord"}
         attrs = {"kind": "sweep", "config": json.dumps(to_jsonable(self.config))}
-        return xr.Dataset(variables, coords=coords, attrs=attrs)
+        # the run parameters over the grid label the points (ds.test_loss.plot(x="lam"), ds.where(ds.lam < 1)):
+        # coordinates, as the store's attribute coordinates makes them for xarray.open_dataset (0.6.0)
+        over_grid = [name for name in PARAMETER_FIELDS if name in variables]
+        return xr.Dataset(variables, coords=coords, attrs=attrs).set_coords(over_grid)
 
     def _not_done_text(self):
         left = int(self.done.size - self.done.sum())
