@@ -5,6 +5,7 @@ from .common import (
     add_checkpoint_argument,
     add_problem_arguments,
     add_record_arguments,
+    option_table,
     parse_int,
     print_result,
     problem_from_args,
@@ -35,7 +36,7 @@ def _flow(args, problem, refine):
                     max_steps=args.max_steps)
     else:
         if args.lam is None:
-            raise ValueError("lam is required for MGF (give --lam LAMBDA, or --gf for gradient flow)")
+            raise ValueError("dlnm flow needs --lam LAMBDA (MGF(lambda)) or --gf (gradient flow)")
         result = mgf(problem, args.lam, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
                      record=record_from_args(args), progress=progress_wanted(args),
                      refine_start=refine, store=args.store, overwrite=args.overwrite,
@@ -82,4 +83,4 @@ def register(subparsers):
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_problem_arguments(p)
-    p.set_defaults(func=_cmd_flow)
+    p.set_defaults(func=_cmd_flow, options=option_table(p, every="--record-every", log="--record-log"))

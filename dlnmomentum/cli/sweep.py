@@ -22,6 +22,7 @@ from .common import (
     EXIT_OK,
     add_problem_arguments,
     grid_option,
+    option_table,
     parse_int,
     print_sweep_json,
     problem_from_args,
@@ -255,4 +256,4 @@ def register(subparsers):
                    "the points would be lost), every point's fields with the coordinates")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_problem_arguments(p)
-    p.set_defaults(func=_cmd_sweep)
+    p.set_defaults(func=_cmd_sweep, options=option_table(p, seed="--data-seed"))
