@@ -86,7 +86,7 @@ CASES = [
     (SWEEP + ["--reps", "0"], "--reps must be an integer in [1, "),
     (SWEEP + ["--batch-size", "0"], "--batch-size must be an integer in [1, 8]"),
     (SWEEP + ["--replace"], "--replace draws SMGD batches with replacement: it needs a --batch-size"),
-    (SWEEP + ["--alpha", "0"], "--alpha must be in (0, inf)"),
+    (SWEEP + ["--alpha", "0"], "--alpha must be in [1e-150, 1e+150), got 0.0"),
     (SWEEP + ["--tol", "-1"], "--tol must be in [0, inf)"),
     (SWEEP + ["--theory", "--theory-tol", "-1"], "--theory-tol must be in [0, inf)"),
     (SWEEP + ["--block-size", "3"], "--block-size must be an integer in [8, "),
@@ -194,3 +194,14 @@ def test_only_names_that_are_options_of_the_command_are_rewritten():
     with pytest.raises(ParameterValueError) as info:
         as_float("t_max", -1.0, low=0.0, low_open=True)
     assert option_message(info.value, {}) == str(info.value)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1e-200, 1e200])
+def test_a_sweep_states_the_range_of_alpha_a_run_accepts(alpha, small_problem):
+    """Before: a sweep said ``alpha must be in (0, inf)`` for alpha = 0, though alpha = 1e-200 was refused too (by the
+    run's check, [1e-150, 1e+150)): the range stated was not the one enforced."""
+    with pytest.raises(ValueError) as run:
+        dm.mgd(small_problem, 0.1, 0.5, steps=10, alpha=alpha)
+    with pytest.raises(ValueError) as swept:
+        dm.sweep(small_problem, gammas=[0.1], betas=[0.5], steps=10, alpha=alpha)
+    assert str(swept.value) == str(run.value) and "[1e-150, 1e+150)" in str(run.value)

@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 
 from ..problem import Problem, sparse_regression
-from ..runs.common import check_gradient_form, initial_weights
+from ..runs.common import as_alpha, check_gradient_form, initial_weights
 from ..runs.mgd import make_config as make_mgd_config
 from ..runs.points import SCALAR_FIELDS, VECTOR_FIELDS
 from ..runs.stepping import as_lam, check_scheme
@@ -222,7 +222,7 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
     seed = as_seed("seed", seed, reps=reps)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     replace = as_bool("replace", replace)
-    alpha = as_float("alpha", alpha, low=0.0, low_open=True)
+    alpha = as_alpha("alpha", alpha)  # (the range of a run's alpha: (0, inf) was said where 0 < alpha < 1e-150 failed)
     theory_tol = as_float("theory_tol", theory_tol, low=0.0)
     if not isinstance(theory, (bool, np.bool_)):
         raise TypeError(f"theory must be a bool, got {theory!r}")
