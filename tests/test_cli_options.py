@@ -205,3 +205,10 @@ def test_a_sweep_states_the_range_of_alpha_a_run_accepts(alpha, small_problem):
     with pytest.raises(ValueError) as swept:
         dm.sweep(small_problem, gammas=[0.1], betas=[0.5], steps=10, alpha=alpha)
     assert str(swept.value) == str(run.value) and "[1e-150, 1e+150)" in str(run.value)
+
+
+def test_theory_tol_without_theory_is_refused(no_kernels, capsys):
+    """Before: ``dlnm sweep ... --theory-tol 1e-3`` without ``--theory`` ran the sweep and ignored the option (its
+    help says it is read with --theory)."""
+    assert main([*SWEEP, "--theory-tol", "1e-3"]) == EXIT_ERROR
+    assert capsys.readouterr().err.startswith("dlnm: error: --theory-tol is the train loss under which --theory")

@@ -157,6 +157,9 @@ def _run(args, log, progress, client):
         if args.lams is None and args.pairs is None and (args.gammas is None or args.betas is None):
             raise ValueError("dlnm sweep needs --gammas and --betas, --lams (with --betas: constant-lambda lines "
                              "of MGD), or --pairs, or --resume with an existing --store")
+        if args.theory_tol is not None and not args.theory:  # (it was ignored: no prediction is computed)
+            raise ValueError("--theory-tol is the train loss under which --theory counts a point as converged: give "
+                             "--theory with it, or leave it out")
         spec = {"n": args.n, "d": args.d, "s": args.s, "mu": args.mu, "sigma": args.sigma,
                 "n_test": args.n_test}
         problem_from_args(args)  # validates the data arguments
