@@ -212,3 +212,14 @@ def test_theory_tol_without_theory_is_refused(no_kernels, capsys):
     help says it is read with --theory)."""
     assert main([*SWEEP, "--theory-tol", "1e-3"]) == EXIT_ERROR
     assert capsys.readouterr().err.startswith("dlnm: error: --theory-tol is the train loss under which --theory")
+
+
+def test_flow_help_gives_the_range_of_lam_it_accepts(capsys):
+    """Before: ``dlnm flow --help`` said "--lam lambda > 0" while ``--lam 0`` is accepted (gradient flow) and the
+    error of ``--lam -1`` says 0 is allowed."""
+    with pytest.raises(SystemExit):
+        main(["flow", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--lam LAM lambda of MGF(lambda), >= 0 (0: gradient flow, as --gf)" in text, text
+    assert main(["flow", "--lam", "-1", "--t-max", "1"]) == EXIT_ERROR
+    assert capsys.readouterr().err.startswith("dlnm: error: --lam must be in [0, ")

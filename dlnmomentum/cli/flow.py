@@ -55,7 +55,8 @@ def register(subparsers):
                     "integrates the fast mode -1/lambda exactly (small lambda); or rodas, the adaptive Rosenbrock "
                     "method Rodas5P for long horizons (runs to --tol 1e-20 at t ~ 1e5-1e6 in about a thousand steps). "
                     "auto (the default) takes rodas with --tol or a long --t-max, else the cheaper fixed-step one.")
-    p.add_argument("--lam", type=float, default=None, help="lambda > 0 (MGF parameter)")
+    # (it said "lambda > 0", but 0 is accepted: MGF(0) is gradient flow, as the library's mgf takes it)
+    p.add_argument("--lam", type=float, default=None, help="lambda of MGF(lambda), >= 0 (0: gradient flow, as --gf)")
     p.add_argument("--gf", action="store_true", help="gradient flow (lambda = 0) instead of MGF")
     p.add_argument("--t-max", type=float, required=True, help="end time > 0")
     p.add_argument("--h", type=float, default=None, help="fixed grid step of rk4/exp-rk4 (default: from lambda and the "
