@@ -129,6 +129,10 @@ CASES = [
     (["theory", "lam", "--gamma", "0.1", "--beta", "1"], "--beta must be finite and in [0, 1)"),
     (["theory", "accelerate", "--gamma", "0.1", "--beta", "0.5", "--rho", "-1"], "--rho must be finite and in (0, "),
     (["theory", "from-lam-eps", "--lam", "-1", "--eps", "0.1"], "--lam must be finite and in (0, inf)"),
+    (["theory", "from-lam-eps", "--lam", "1", "--eps", "2"], "eps must be in (0, lam] so that beta = 1 - eps/lam is "
+     "in [0, 1), got --eps 2.0 > --lam 1.0"),
+    (["theory", "accelerate", "--gamma", "0.1", "--beta", "0.5", "--rho", "100"], "rho must satisfy rho * (1 - beta) "
+     "<= 1 so that beta_hat = 1 - rho*(1 - beta) is in [0, 1), got --rho 100.0, --beta 0.5"),
     (["theory", "bound", "--alpha", "-1"], "--alpha must be in ["),
     (["theory", "bound", "--n", "0"], "--n must be an integer in [1, "),
     # figure, reproduce
@@ -176,7 +180,8 @@ def test_the_api_keeps_its_names_and_its_exception_types(small_problem):
 
 
 def test_only_names_that_are_options_of_the_command_are_rewritten():
-    options = {"t_max": "--t-max", "lam": "--lam", "store": "--store", "scheme": "--scheme", "betas": "--betas"}
+    options = {"t_max": "--t-max", "lam": "--lam", "lams": "--lams", "store": "--store", "scheme": "--scheme",
+               "betas": "--betas"}
     # u0 is no option: kept; lam_central and --lam are other words
     exc = ParameterValueError("u0 and lam must agree (lam_central, --lam)", "u0", "lam")
     assert option_message(exc, options) == "u0 and --lam must agree (lam_central, --lam)"
@@ -186,6 +191,8 @@ def test_only_names_that_are_options_of_the_command_are_rewritten():
     # API values: scheme='rk4' is --scheme rk4; a name declared with '=' is rewritten only in that form
     exc = ParameterValueError("rtol is for the adaptive scheme; got scheme='rk4'", "scheme=")
     assert option_message(exc, options) == "rtol is for the adaptive scheme; got --scheme rk4"
+    exc = ParameterValueError("got lam=1e-05 and t_max=inf, lams=...", "lam=", "t_max=", "lams")
+    assert option_message(exc, options) == "got --lam 1e-05 and --t-max inf, --lams"
     # an entry of a list option is counted from 1
     assert option_message(ParameterValueError("betas[3] must be in [0, 1)", "betas[3]"), options) == \
         "--betas (entry 4) must be in [0, 1)"

@@ -55,9 +55,9 @@ def option_table(parser, **api_names):
 
 #: A name an error declares, where its message writes it: as a word (not inside lam_central, --lam or a path such
 #: as /tmp/store.h5), with an entry index (``betas[0]``) and optionally an API value after it (``replace=True``,
-#: ``scheme='rk4'``, ``lams=...``). A name declared with a trailing ``=`` (``"scheme="``) is rewritten only in that
-#: form: the word alone is English there ("the adaptive scheme").
-_NAME = r"(?<![\w./\-\[]){}(?:=(True|'[^']*'|\.\.\.)|=(?!\w)){}(?![\w\[(]|\.\w)"
+#: ``scheme='rk4'``, ``rho=100.0``, ``lams=...``). A name declared with a trailing ``=`` (``"scheme="``) is
+#: rewritten only in that form: the word alone is English there ("the adaptive scheme").
+_NAME = r"(?<![\w./\-\[]){}(?:=(True|'[^']*'|-?[\d.]+(?:e[-+]?\d+)?|-?inf|nan|\.\.\.)|=(?!\w)){}(?![\w\[(]|\.\w)"
 _ENTRY = re.compile(r"(\w+)\[(\d+)\](?: (\w+))?")  # (betas[0]; pairs[0] beta: the beta of a pair)
 
 
@@ -65,7 +65,7 @@ def option_message(exc, options):
     """The message of ``exc`` with each parameter it declares (``exc.parameters``: see
     :class:`dlnmomentum.validate.ParameterValueError`) written as the option in ``options`` (API name -> option)
     that gives it: ``t_max`` as ``--t-max``, ``betas[0]`` as ``--betas (entry 1)``, ``scheme='rk4'`` as
-    ``--scheme rk4``. A name no option of the command gives is left as it is."""
+    ``--scheme rk4``, ``rho=100.0`` as ``--rho 100.0``. A name no option of the command gives is left as it is."""
     message = str(exc)
     for name in getattr(exc, "parameters", ()):
         assignment = name.endswith("=")
@@ -80,7 +80,9 @@ def option_message(exc, options):
 
         def written(match, option=option):
             value = match[1]
-            return f"{option} {value[1:-1]}" if value and value.startswith("'") else option
+            if not value or value == "True" or value == "...":
+                return option
+            return f"{option} {value[1:-1] if value.startswith(chr(39)) else value}"  # (scheme='rk4': --scheme rk4)
 
         message = re.sub(_NAME.format(re.escape(name), "" if assignment else "?"), written, message)
     return message
