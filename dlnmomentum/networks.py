@@ -352,14 +352,14 @@ def deep_linear(widths=(30, 60, 120, 60, 1), init_std=0.1, n=20, d=30, s=5, mu=1
     """
     widths = tuple(widths)
     if len(widths) < 2:
-        raise ValueError(f"widths must have at least 2 entries (input and output), got {widths}")
+        raise ParameterValueError(f"widths must have at least 2 entries (input and output), got {widths}", "widths")
     widths = tuple(as_int(f"widths[{i}]", w, low=1, high=MAX_ENTRIES) for i, w in enumerate(widths))
     init_std = as_float("init_std", init_std, low=0.0)
     d = as_int("d", d, low=1, high=MAX_ENTRIES)
     if widths[0] != d:
         raise ParameterValueError(f"widths[0] (the input width) must equal d = {d}, got {widths[0]}", "widths[0]", "d")
     if widths[-1] != 1:
-        raise ValueError(f"widths[-1] (the output width) must be 1, got {widths[-1]}")
+        raise ParameterValueError(f"widths[-1] (the output width) must be 1, got {widths[-1]}", "widths[-1]")
     seed = as_seed("seed", seed)  # (seed + 2**32 below: default_rng takes any non-negative int)
     # refused before any allocation: the parameters, and the activations of the widest layer on the data
     named = {f"widths[{i}]": w for i, w in enumerate(widths)}

@@ -118,6 +118,8 @@ CASES = [
     (DL + ["--mu", "nan"], "--mu must be finite"),
     (DL + ["--sigma", "-1"], "--sigma must be in (0, inf)"),
     (DL + ["--widths", "5,1", "--d", "4"], "--widths (entry 1) (the input width) must equal --d = 4, got 5"),
+    (DL + ["--widths", "5,2", "--d", "5"], "--widths (last entry) (the output width) must be 1, got 2"),
+    (DL + ["--widths", "5"], "--widths must have at least 2 entries (input and output), got (5,)"),
     (TS_SWEEP + ["--gammas", "0.1", "--betas", "2"], "--betas (entry 1) must be in [0, 1)"),
     (TS_SWEEP + ["--gammas", "-1", "--betas", "0"], "--gammas (entry 1) must be in (0, inf)"),
     (TS_SWEEP + ["--gammas", "0.1", "--betas", "0", "--reps", "0"], "--reps must be an integer in [1, "),
@@ -230,3 +232,12 @@ def test_flow_help_gives_the_range_of_lam_it_accepts(capsys):
     assert "--lam LAM lambda of MGF(lambda), >= 0 (0: gradient flow, as --gf)" in text, text
     assert main(["flow", "--lam", "-1", "--t-max", "1"]) == EXIT_ERROR
     assert capsys.readouterr().err.startswith("dlnm: error: --lam must be in [0, ")
+
+
+def test_device_cuda_without_a_gpu_names_the_option(no_kernels, capsys):
+    from dlnmomentum.sweeps.cuda import cuda_available
+
+    if cuda_available()[0]:
+        pytest.skip("a usable CUDA GPU: --device cuda runs here")
+    assert main([*SWEEP, "--device", "cuda"]) == EXIT_ERROR
+    assert capsys.readouterr().err.startswith("dlnm: error: --device cuda was requested but the CUDA engine cannot run")

@@ -58,7 +58,7 @@ def option_table(parser, **api_names):
 #: ``scheme='rk4'``, ``rho=100.0``, ``lams=...``). A name declared with a trailing ``=`` (``"scheme="``) is
 #: rewritten only in that form: the word alone is English there ("the adaptive scheme").
 _NAME = r"(?<![\w./\-\[]){}(?:=(True|'[^']*'|-?[\d.]+(?:e[-+]?\d+)?|-?inf|nan|\.\.\.)|=(?!\w)){}(?![\w\[(]|\.\w)"
-_ENTRY = re.compile(r"(\w+)\[(\d+)\](?: (\w+))?")  # (betas[0]; pairs[0] beta: the beta of a pair)
+_ENTRY = re.compile(r"(\w+)\[(\d+|-1)\](?: (\w+))?")  # (betas[0]; widths[-1]; pairs[0] beta: a pair's beta)
 
 
 def option_message(exc, options):
@@ -75,8 +75,10 @@ def option_message(exc, options):
         if option is None:
             continue
         if entry:
-            # (counted from 1, as the messages of --widths and --pairs count)
-            option = f"{option} (entry {int(entry[2]) + 1}{', ' + entry[3] if entry[3] else ''})"
+            # (counted from 1, as the messages of --widths and --pairs count; -1 the last)
+            index = int(entry[2])
+            option = f"{option} ({f'entry {index + 1}' if index >= 0 else 'last entry'}" \
+                     f"{', ' + entry[3] if entry[3] else ''})"
 
         def written(match, option=option):
             value = match[1]
