@@ -241,3 +241,15 @@ def test_device_cuda_without_a_gpu_names_the_option(no_kernels, capsys):
         pytest.skip("a usable CUDA GPU: --device cuda runs here")
     assert main([*SWEEP, "--device", "cuda"]) == EXIT_ERROR
     assert capsys.readouterr().err.startswith("dlnm: error: --device cuda was requested but the CUDA engine cannot run")
+
+
+def test_plot_refuses_a_file_as_out(tmp_path, capsys):
+    """Before: ``dlnm plot STORE --out FILE`` said "[Errno 17] File exists (the figure store ... is complete: `dlnm
+    plot ...` draws it again once there is room)": a full disk, not the file given as --out."""
+    out = tmp_path / "figs"
+    assert main(["figure", "quadratic", "--tiny", "--out", str(out)]) == 0
+    capsys.readouterr()
+    path = tmp_path / "file"
+    path.write_text("")
+    assert main(["plot", str(out / "quadratic.h5"), "--out", str(path)]) == EXIT_ERROR
+    assert capsys.readouterr().err == f"dlnm: error: --out must be a folder: {path} is a file\n"

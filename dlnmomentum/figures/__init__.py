@@ -110,6 +110,8 @@ def plot_store(path, out=None):
     """
     plt = common.pyplot()
     path = as_store_path(path)
+    if out is not None:  # (a file as out was met at the image write, said as a full disk: "once there is room")
+        _check_out(out)
     h5, _ = open_h5(path)
     fig = None
     try:
