@@ -62,6 +62,10 @@ CASES = [
     (FLOW + ["--scheme", "rodas", "--max-steps", "0"], "--max-steps must be an integer in [1, "),
     (FLOW + ["--scheme", "rk4", "--rtol", "1e-5"], "--rtol is for scheme 'rodas'"),
     (FLOW + ["--scheme", "rodas", "--h", "0.1"], "--h is for the fixed-grid schemes"),
+    (FLOW + ["--scheme", "rk4", "--record-accepted"], "Record(accepted=True) records the steps of the adaptive "
+     "scheme 'rodas', which --scheme rk4 rules out"),
+    (FLOW + ["--h", "0.1", "--record-accepted"], "Record(accepted=True) records the steps of the adaptive "
+     "scheme 'rodas', which --h rules out; a flow on a grid records every step with Record(every=h)"),
     (FLOW + ["--record-every", "-1"], "--record-every must be in (0, inf)"),
     (FLOW + ["--scheme", "rodas", "--record-every", "1e-9"], "--record-every must be at least --t-max/1e+08"),
     (FLOW + ["--record-log", "0"], "--record-log must be an integer in [1, "),
@@ -187,6 +191,9 @@ def test_only_names_that_are_options_of_the_command_are_rewritten():
     # u0 is no option: kept; lam_central and --lam are other words
     exc = ParameterValueError("u0 and lam must agree (lam_central, --lam)", "u0", "lam")
     assert option_message(exc, options) == "u0 and --lam must agree (lam_central, --lam)"
+    # a name as the value of another (Record(every=h)) is no reference to the parameter
+    exc = ParameterValueError("h rules it out: record with Record(every=h)", "h")
+    assert option_message(exc, {"h": "--h"}) == "--h rules it out: record with Record(every=h)"
     # a path that holds a name is not changed
     exc = ParameterValueError("store /tmp/store is a directory (e.g. /tmp/store/store.h5)", "store")
     assert option_message(exc, options) == "--store /tmp/store is a directory (e.g. /tmp/store/store.h5)"

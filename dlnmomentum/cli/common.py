@@ -53,11 +53,11 @@ def option_table(parser, **api_names):
     return table
 
 
-#: A name an error declares, where its message writes it: as a word (not inside lam_central, --lam or a path such
+#: A name an error declares, where its message writes it: as a word (not in lam_central, --lam, every=h or a path such
 #: as /tmp/store.h5), with an entry index (``betas[0]``) and optionally an API value after it (``replace=True``,
 #: ``scheme='rk4'``, ``rho=100.0``, ``lams=...``). A name declared with a trailing ``=`` (``"scheme="``) is
 #: rewritten only in that form: the word alone is English there ("the adaptive scheme").
-_NAME = r"(?<![\w./\-\[]){}(?:=(True|'[^']*'|-?[\d.]+(?:e[-+]?\d+)?|-?inf|nan|\.\.\.)|=(?!\w)){}(?![\w\[(]|\.\w)"
+_NAME = r"(?<![\w./=\-\[]){}(?:=(True|'[^']*'|-?[\d.]+(?:e[-+]?\d+)?|-?inf|nan|\.\.\.)|=(?!\w)){}(?![\w\[(]|\.\w)"
 _ENTRY = re.compile(r"(\w+)\[(\d+|-1)\](?: (\w+))?")  # (betas[0]; widths[-1]; pairs[0] beta: a pair's beta)
 
 

@@ -226,8 +226,9 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
     accepted = record is not None and bool(record.accepted)
     if accepted and (scheme in ("rk4", "exp-rk4") or fixed_grid):
         what = f"scheme={scheme!r}" if scheme in ("rk4", "exp-rk4") else ("h" if h is not None else "refine_start")
-        raise ValueError(f"Record(accepted=True) records the steps of the adaptive scheme 'rodas', which {what} "
-                         "rules out; a flow on a grid records every step with Record(every=h)")
+        raise ParameterValueError(f"Record(accepted=True) records the steps of the adaptive scheme 'rodas', which "
+                                  f"{what} rules out; a flow on a grid records every step with Record(every=h)",
+                                  "scheme=", "h")
     if scheme == "auto" and (adaptive_args or accepted):
         scheme = "rodas"
     if scheme in ("auto", "rodas"):
