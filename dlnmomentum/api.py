@@ -34,16 +34,23 @@ from .sweeps.networks import is_network_sweep, resume_networks_sweep
 from .sweeps.networks import networks_sweep as _networks_sweep
 from .sweeps.plan import DEFAULT_THEORY_TOL, Plan, config_differences
 from .sweeps.plan import make_config as make_sweep_config
-from .validate import as_bool, as_float, as_int, check_log
+from .validate import ParameterValueError, as_bool, as_float, as_int, check_log
 
 __all__ = ["gf", "mgd", "mgf", "mgf_from_mgd", "networks_sweep", "resume_sweep", "sweep"]
 
 
-def _execute(run, progress, store, overwrite, checkpoint_every):
-    """Drive ``run`` in memory, or through a store when ``store`` is given; returns its result."""
+def _check_output(store, overwrite, checkpoint_every):
+    """The store arguments of a run, checked before the run is prepared (which compiles or loads kernels: a store
+    in a missing directory was refused only after that work)."""
     # (checked with or without a store: a nonsense value is refused, not ignored because no store was given)
     as_float("checkpoint_every", checkpoint_every, low=0.0)
     as_bool("overwrite", overwrite)
+    if store is not None:
+        store_path(store)
+
+
+def _execute(run, progress, store, overwrite, checkpoint_every):
+    """Drive ``run`` in memory, or through a store when ``store`` is given; returns its result."""
     progress = auto_progress(progress, work_flops(run))
     if store is not None:
         return run_with_store(run, store, overwrite=overwrite, checkpoint_every=checkpoint_every,
@@ -117,6 +124,7 @@ def mgd(problem, gamma, beta, *, steps, alpha=None, u0=None, v0=None, batch_size
         parameters (:mod:`dlnmomentum.runs.network`) and the result is a ``NetworkResult``;
         ``alpha``, ``u0``, ``v0`` and ``gradient`` do not apply there.
     """
+    _check_output(store, overwrite, checkpoint_every)
     if isinstance(problem, NetworkProblem):
         # (alpha's default is None so that a given alpha is refused here, not ignored; 0.01 on the diagonal path)
         if alpha is not None or u0 is not None or v0 is not None or gradient != "auto":
@@ -204,6 +212,7 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
         Status ``max_steps``, ``converged``, ``diverged`` or ``interrupted``; with ``"rodas"`` also
         ``stalled`` (a ``tol`` below the train loss's float64 rounding floor: docs/guide/flows.md).
     """
+    _check_output(store, overwrite, checkpoint_every)
     run = prepare_flow_run(problem, lam, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, u_dot0=u_dot0,
                            v_dot0=v_dot0, tol=tol, record=record, gradient=gradient, refine_start=refine_start,
                            max_crossings=max_crossings, scheme=scheme, rtol=rtol, atol=atol, max_steps=max_steps)
@@ -219,6 +228,7 @@ def gf(problem, *, t_max, h=None, alpha=0.01, u0=None, v0=None, tol=None, record
     flow; ``J± = G₂ = ∫∇L²``, ``K = Q = 0`` and ``I± = 0``. ``scheme`` is ``"auto"``, ``"rk4"`` or
     ``"rodas"`` (gradient flow has no fast mode for the exponential scheme).
     """
+    _check_output(store, overwrite, checkpoint_every)
     run = prepare_flow_run(problem, 0.0, t_max=t_max, h=h, alpha=alpha, u0=u0, v0=v0, tol=tol, record=record,
                            gradient=gradient, refine_start=refine_start, max_crossings=max_crossings, scheme=scheme,
                            rtol=rtol, atol=atol, max_steps=max_steps)
@@ -240,6 +250,7 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
     that grid (``"auto"``: the exponential RK4 where λ is small against the problem's time scale, else RK4; never
     the adaptive ``"rodas"``, which has no grid).
     """
+    _check_output(store, overwrite, checkpoint_every)
     run = prepare_mgf_from_mgd(problem, gamma, beta, steps=steps, substeps=substeps, alpha=alpha, u0=u0, v0=v0,
                                u1=u1, v1=v1, tol=tol, record=record, gradient=gradient,
                                refine_start=refine_start, max_crossings=max_crossings, scheme=scheme)
@@ -361,7 +372,7 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
     check_device(device, plan, here=client is None)
     if store is None:
         if resume:
-            raise ValueError("resume=True needs a store")
+            raise ParameterValueError("resume=True needs a store", "resume=", "store")
         return run_plan(plan, None, progress, block_size, log, wave_size, device, executor)
     path = real_path(store_path(store))  # through a symlink: the file it leads to is locked and written
     if overwrite:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .kernels import networks as KN
 from .problem import _check_storable, sparse_regression
-from .validate import MAX_ENTRIES, as_array, as_bool, as_float, as_int, as_seed, check_entries
+from .validate import MAX_ENTRIES, ParameterValueError, as_array, as_bool, as_float, as_int, as_seed, check_entries
 
 #: Activations of the hidden layers.
 ACTIVATIONS = ("relu", "linear")
@@ -274,9 +274,9 @@ def _check_finite_init(name, value, params0):
     """The student's initial parameters finite, or a ValueError naming the scale that made them overflow (it was
     reported as ``params0`` not finite, a name the caller never gave)."""
     if not np.all(np.isfinite(params0)):
-        raise ValueError(f"{name} = {value!r} gives initial weights that overflow float64 (they are {name} times "
-                         f"standard normal draws, over the square root of the fan-in for init_scale): choose a "
-                         f"smaller {name}")
+        raise ParameterValueError(f"{name} = {value!r} gives initial weights that overflow float64 (they are {name} "
+                                  "times standard normal draws, over the square root of the fan-in for init_scale): "
+                                  f"choose a smaller {name}", name)
 
 
 def teacher_student(n=15, d=2, teacher_width=5, student_width=20, n_test=1000, seed=0, init_scale=1.0,
@@ -352,14 +352,14 @@ def deep_linear(widths=(30, 60, 120, 60, 1), init_std=0.1, n=20, d=30, s=5, mu=1
     """
     widths = tuple(widths)
     if len(widths) < 2:
-        raise ValueError(f"widths must have at least 2 entries (input and output), got {widths}")
+        raise ParameterValueError(f"widths must have at least 2 entries (input and output), got {widths}", "widths")
     widths = tuple(as_int(f"widths[{i}]", w, low=1, high=MAX_ENTRIES) for i, w in enumerate(widths))
     init_std = as_float("init_std", init_std, low=0.0)
     d = as_int("d", d, low=1, high=MAX_ENTRIES)
     if widths[0] != d:
-        raise ValueError(f"widths[0] (the input width) must equal d = {d}, got {widths[0]}")
+        raise ParameterValueError(f"widths[0] (the input width) must equal d = {d}, got {widths[0]}", "widths[0]", "d")
     if widths[-1] != 1:
-        raise ValueError(f"widths[-1] (the output width) must be 1, got {widths[-1]}")
+        raise ParameterValueError(f"widths[-1] (the output width) must be 1, got {widths[-1]}", "widths[-1]")
     seed = as_seed("seed", seed)  # (seed + 2**32 below: default_rng takes any non-negative int)
     # refused before any allocation: the parameters, and the activations of the widest layer on the data
     named = {f"widths[{i}]": w for i, w in enumerate(widths)}

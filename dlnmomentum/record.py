@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .validate import MAX_STEPS, as_float, as_int
+from .validate import MAX_STEPS, ParameterValueError, as_float, as_int
 
 #: Names of the recorded fields, in the order of the kernels' buffers.
 VECTOR_FIELDS = ("theta", "w_plus", "w_minus", "delta")
@@ -103,7 +103,8 @@ class Record:
             # (a flow whose every is at most its grid step h records every grid step: stride 1)
             stride = float(self.every) / h if h is not None else float(self.every)
             if h is None and not float(self.every).is_integer():
-                raise ValueError(f"every must be a whole number of steps for a discrete run, got {self.every}")
+                raise ParameterValueError(f"every must be a whole number of steps for a discrete run, got {self.every}",
+                                          "every")
             # a stride beyond the budget records the two ends (and never overflows int64)
             stride = n_steps + 1 if stride > n_steps else max(1, int(round(stride)))
             # 0, stride, ... (integer products: np.arange's float length is wrong near 2**62), then the end
@@ -149,12 +150,13 @@ class Record:
         if self.every is not None:
             count = t_max / float(self.every)
             if count > MAX_RECORD_ROWS:
-                raise ValueError(f"every must be at least t_max/{MAX_RECORD_ROWS:.0e} = {t_max / MAX_RECORD_ROWS:.3g} "
-                                 f"for t_max = {t_max:g}: every = {self.every!r} asks for {count:.3g} rows")
+                raise ParameterValueError(f"every must be at least t_max/{MAX_RECORD_ROWS:.0e} = "
+                                          f"{t_max / MAX_RECORD_ROWS:.3g} for t_max = {t_max:g}: every = "
+                                          f"{self.every!r} asks for {count:.3g} rows", "every", "t_max")
             out = np.arange(int(count) + 1, dtype=np.float64) * float(self.every)
         elif self.log is not None:
             if self.log > MAX_RECORD_ROWS:
-                raise ValueError(f"log must be at most {MAX_RECORD_ROWS:.0e}, got {self.log}")
+                raise ParameterValueError(f"log must be at most {MAX_RECORD_ROWS:.0e}, got {self.log}", "log")
             out = np.geomspace(min(FIRST_LOG_TIME, t_max), t_max, self.log)
         else:
             out = np.asarray(self.times, dtype=np.float64)

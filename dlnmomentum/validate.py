@@ -21,6 +21,32 @@ MAX_SEED = 2**63 - 1
 MAX_ENTRIES = 2**30
 
 
+class ParameterValueError(ValueError):
+    """A ValueError about named arguments: ``parameters`` holds their API names, as the message writes them
+    (``"t_max"``, ``"betas[0]"`` for an entry).  The message is the API's; the command line rewrites the names to
+    the options the user typed (``--t-max``, ``--betas (entry 1)``) from ``parameters`` alone, so no message has to
+    be written twice.  Still a ValueError: code that catches ValueError is unchanged."""
+
+    def __init__(self, message, *parameters):
+        super().__init__(message)
+        self.parameters = parameters
+
+
+class ParameterTypeError(TypeError):
+    """The TypeError counterpart of :class:`ParameterValueError` (a bool, str or complex where a number goes)."""
+
+    def __init__(self, message, *parameters):
+        super().__init__(message)
+        self.parameters = parameters
+
+
+def named(exc, *parameters):
+    """``exc`` (any exception, e.g. a FileNotFoundError about ``store``) marked as being about ``parameters``, as
+    :class:`ParameterValueError` is: the command line names the options instead."""
+    exc.parameters = parameters
+    return exc
+
+
 def _range_text(low, high, low_open, high_open):
     """The allowed range as an interval, e.g. ``(0, inf)`` or ``[0, 1)``; an absent end is open and infinite."""
     lo = "(" if low_open or low is None else "["
@@ -34,17 +60,17 @@ def as_float(name, value, *, low=None, high=None, low_open=False, high_open=Fals
         return None
     rng = _range_text(low, high, low_open, high_open)
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a real number in {rng}, got {type(value).__name__}")
+        raise ParameterTypeError(f"{name} must be a real number in {rng}, got {type(value).__name__}", name)
     try:
         v = float(value)
     except OverflowError:  # an int beyond float64
-        raise ValueError(f"{name} must be finite and in {rng}, got {value!r}") from None
+        raise ParameterValueError(f"{name} must be finite and in {rng}, got {value!r}", name) from None
     if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite and in {rng}, got {value!r}")
+        raise ParameterValueError(f"{name} must be finite and in {rng}, got {value!r}", name)
     if low is not None and (v < low or (low_open and v == low)):
-        raise ValueError(f"{name} must be in {rng}, got {value!r}")
+        raise ParameterValueError(f"{name} must be in {rng}, got {value!r}", name)
     if high is not None and (v > high or (high_open and v == high)):
-        raise ValueError(f"{name} must be in {rng}, got {value!r}")
+        raise ParameterValueError(f"{name} must be in {rng}, got {value!r}", name)
     return v
 
 
@@ -54,15 +80,15 @@ def as_int(name, value, *, low=None, high=None, allow_none=False):
         return None
     rng = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]".replace("inf]", "inf)")
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer in {rng}, got bool")
+        raise ParameterTypeError(f"{name} must be an integer in {rng}, got bool", name)
     if isinstance(value, (numbers.Integral, np.integer)):
         v = int(value)
     elif isinstance(value, (numbers.Real, np.floating)) and math.isfinite(value) and float(value).is_integer():
         v = int(value)
     else:
-        raise TypeError(f"{name} must be an integer in {rng}, got {value!r}")
+        raise ParameterTypeError(f"{name} must be an integer in {rng}, got {value!r}", name)
     if (low is not None and v < low) or (high is not None and v > high):
-        raise ValueError(f"{name} must be an integer in {rng}, got {value!r}")
+        raise ParameterValueError(f"{name} must be an integer in {rng}, got {value!r}", name)
     return v
 
 
@@ -74,8 +100,11 @@ def as_seed(name, value, *, reps=1):
     """
     v = as_int(name, value, low=0, high=MAX_SEED)
     if v + reps - 1 > MAX_SEED:
-        raise ValueError(f"{name} must be an integer in [0, 2**63 - 1 - (reps - 1)] = [0, {MAX_SEED - reps + 1}] "
-                         f"for reps = {reps} (rep r uses the seed {name} + r, at most 2**63 - 1), got {value!r}")
+        # ("rep r uses {name} + r", not "the seed {name} + r": the word seed is the parameter's name, which the
+        # command line rewrites to --data-seed wherever it stands)
+        raise ParameterValueError(f"{name} must be an integer in [0, 2**63 - 1 - (reps - 1)] = "
+                                  f"[0, {MAX_SEED - reps + 1}] for reps = {reps} (rep r uses {name} + r, "
+                                  f"at most 2**63 - 1), got {value!r}", name)
     return v
 
 
@@ -85,8 +114,8 @@ def check_entries(what, factors, count=None):
     count = math.prod(factors.values()) if count is None else count
     if count > MAX_ENTRIES:
         given = ", ".join(f"{k} = {v}" for k, v in factors.items())
-        raise ValueError(f"{given} make {what} of {count} float64 entries; at most {MAX_ENTRIES} (2**30, 8 GiB) are "
-                         f"allowed in one array: choose smaller sizes")
+        raise ParameterValueError(f"{given} make {what} of {count} float64 entries; at most {MAX_ENTRIES} (2**30, "
+                                  f"8 GiB) are allowed in one array: choose smaller sizes", *factors)
     return count
 
 
@@ -101,8 +130,8 @@ def _check_object_entries(raw):
 
 def _refuse_masked(name, value):
     if isinstance(value, np.ma.MaskedArray):
-        raise TypeError(f"{name} must be a plain array: the mask of a masked array would be dropped (pass "
-                        f"value.filled(...) or the unmasked entries)")
+        raise ParameterTypeError(f"{name} must be a plain array: the mask of a masked array would be dropped (pass "
+                        f"value.filled(...) or the unmasked entries)", name)
 
 
 def as_array(name, value, *, ndim, shape=None, finite=True):
@@ -117,16 +146,16 @@ def as_array(name, value, *, ndim, shape=None, finite=True):
         _check_object_entries(raw)
         arr = np.array(raw, dtype=np.float64, copy=True)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a real array: {exc}") from None
+        raise ParameterTypeError(f"{name} must be a real array: {exc}", name) from None
     if arr.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
+        raise ParameterValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}", name)
     if shape is not None:
         for axis, (got, want) in enumerate(zip(arr.shape, shape, strict=True)):
             if want is not None and got != want:
-                raise ValueError(f"{name} must have shape {tuple('*' if s is None else s for s in shape)}, "
-                                 f"got {arr.shape} (axis {axis})")
+                raise ParameterValueError(f"{name} must have shape {tuple('*' if s is None else s for s in shape)}, "
+                                 f"got {arr.shape} (axis {axis})", name)
     if finite and not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must contain only finite values")
+        raise ParameterValueError(f"{name} must contain only finite values", name)
     return np.ascontiguousarray(arr)
 
 
@@ -146,19 +175,19 @@ def as_real_array(name, value, *, low=None, high=None, low_open=False, high_open
     try:
         raw = np.asarray(value)
     except (TypeError, ValueError) as exc:          # e.g. ragged nested sequences
-        raise TypeError(f"{name} must be real-valued: {exc}") from None
+        raise ParameterTypeError(f"{name} must be real-valued: {exc}", name) from None
     # Integers, floats, and object arrays of Python numbers (float() refuses complex ones below).
     if raw.dtype.kind not in "iufO":
         got = {"b": "bool", "c": "complex", "U": "str", "S": "bytes"}.get(raw.dtype.kind, f"dtype {raw.dtype}")
-        raise TypeError(f"{name} must be real-valued, got {got} input")
+        raise ParameterTypeError(f"{name} must be real-valued, got {got} input", name)
     try:
         _check_object_entries(raw)
     except TypeError as exc:
-        raise TypeError(f"{name} must be real-valued, {exc}") from None
+        raise ParameterTypeError(f"{name} must be real-valued, {exc}", name) from None
     try:
         arr = raw.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be real-valued: {exc}") from None
+        raise ParameterTypeError(f"{name} must be real-valued: {exc}", name) from None
     ok = np.isfinite(arr)
     if low is not None:
         ok &= (arr > low) if low_open else (arr >= low)
@@ -166,8 +195,8 @@ def as_real_array(name, value, *, low=None, high=None, low_open=False, high_open
         ok &= (arr < high) if high_open else (arr <= high)
     if not np.all(ok):
         shown = float(arr[~ok].flat[0]) if arr.ndim else float(arr)
-        raise ValueError(f"{name} must be finite and in {_range_text(low, high, low_open, high_open)}, "
-                         f"got {shown!r}")
+        raise ParameterValueError(f"{name} must be finite and in {_range_text(low, high, low_open, high_open)}, "
+                         f"got {shown!r}", name)
     return arr
 
 
@@ -179,7 +208,7 @@ def as_real_vector(name, value, length, *, low=None, high=None, low_open=False, 
     """
     arr = as_real_array(name, value, low=low, high=high, low_open=low_open, high_open=high_open)
     if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] not in (1, length)):
-        raise ValueError(f"{name} must be a scalar or have shape ({length},), got shape {arr.shape}")
+        raise ParameterValueError(f"{name} must be a scalar or have shape ({length},), got shape {arr.shape}", name)
     return np.array(np.broadcast_to(arr, (length,)))
 
 
@@ -220,7 +249,7 @@ def check_log(log):
 def as_bool(name, value):
     """A bool (or numpy bool); anything else, ``"no"`` and ``1`` included, is a TypeError naming ``name``."""
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+        raise ParameterTypeError(f"{name} must be True or False, got {value!r}", name)
     return bool(value)
 
 
@@ -231,8 +260,8 @@ def as_row_slice(name, value):
     if value is None:
         return None
     if not isinstance(value, slice):
-        raise TypeError(f"{name} must be None or a slice of rows such as slice(1000, 2000) or np.s_[-1000:], "
-                        f"got {value!r}")
+        raise ParameterTypeError(f"{name} must be None or a slice of rows such as slice(1000, 2000) or np.s_[-1000:], "
+                        f"got {value!r}", name)
     start = as_int(f"{name}.start", value.start, allow_none=True)
     stop = as_int(f"{name}.stop", value.stop, allow_none=True)
     step = as_int(f"{name}.step", value.step, low=1, allow_none=True)
@@ -249,9 +278,9 @@ def as_real_sequence(name, values, *, low=None, high=None, low_open=False, high_
     if raw.ndim == 0:
         raw = raw.reshape(1)
     if raw.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D sequence of numbers, got shape {raw.shape}")
+        raise ParameterValueError(f"{name} must be a 1-D sequence of numbers, got shape {raw.shape}", name)
     if max_len is not None and raw.size > max_len:
-        raise ValueError(f"{name} must have at most {max_len} values, got {raw.size}")
+        raise ParameterValueError(f"{name} must have at most {max_len} values, got {raw.size}", name)
     return np.array([as_float(f"{name}[{i}]", v, low=low, high=high, low_open=low_open, high_open=high_open)
                      for i, v in enumerate(raw.tolist())], dtype=np.float64)
 
@@ -261,8 +290,8 @@ def check_sweep_size(reps, grid):
     points = int(reps) * math.prod(int(n) for n in grid.values())
     if points > MAX_SWEEP_POINTS:
         sizes = " x ".join([f"reps={int(reps)}"] + [f"{k}={int(n)}" for k, n in grid.items()])
-        raise ValueError(f"a sweep takes at most {MAX_SWEEP_POINTS} points (reps times the grid), got {sizes} = "
-                         f"{points} points: split it into several sweeps")
+        raise ParameterValueError(f"a sweep takes at most {MAX_SWEEP_POINTS} points (reps times the grid), got "
+                                  f"{sizes} = {points} points: split it into several sweeps", "reps", *grid)
     return points
 
 
@@ -275,17 +304,19 @@ def as_store_path(value, name="store"):
     try:
         path = os.fspath(value)
     except TypeError:
-        raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}") from None
+        raise ParameterTypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}",
+                                 name) from None
     if not isinstance(path, str):
-        raise TypeError(f"{name} must be a path as str (or os.PathLike giving a str), got {type(path).__name__}")
+        raise ParameterTypeError(f"{name} must be a path as str (or os.PathLike giving a str), "
+                                 f"got {type(path).__name__}", name)
     if not path.strip():
-        raise ValueError(f"{name} must be a file path, got {path!r} (empty)")
+        raise ParameterValueError(f"{name} must be a file path, got {path!r} (empty)", name)
     if os.path.isdir(path):
-        raise IsADirectoryError(f"{name} {path} is a directory; give the path of a file in it "
-                                f"(e.g. {os.path.join(path, 'store.h5')})")
+        raise named(IsADirectoryError(f"{name} {path} is a directory; give the path of a file in it "
+                                      f"(e.g. {os.path.join(path, 'store.h5')})"), name)
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.lexists(path) and not os.path.isdir(parent):
-        raise FileNotFoundError(f"{name} {path}: directory {parent} does not exist (create it first)")
+        raise named(FileNotFoundError(f"{name} {path}: directory {parent} does not exist (create it first)"), name)
     return path
 
 

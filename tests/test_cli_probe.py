@@ -110,13 +110,13 @@ def test_a_subnormal_lambda_is_refused_by_name(scheme):
     proc = subprocess.run([sys.executable, "-m", "dlnmomentum", *argv], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert proc.returncode == EXIT_ERROR, proc.stderr[-2000:]
-    assert "dlnm: error: lam must be 0 (gradient flow) or in [2.2250738585072014e-308, 1e+100]" in proc.stderr
+    assert "dlnm: error: --lam must be 0 (gradient flow) or in [2.2250738585072014e-308, 1e+100]" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 def test_a_subnormal_lambda_is_refused_in_a_flow_sweep(capsys):
     assert main(["sweep", "--lams", "0,5e-324", "--t-max", "1", *SMALL]) == EXIT_ERROR
-    assert "lams[1] must be 0 (gradient flow) or in [2.2250738585072014e-308" in capsys.readouterr().err
+    assert "--lams (entry 2) must be 0 (gradient flow) or in [2.2250738585072014e-308" in capsys.readouterr().err
 
 
 def test_the_smallest_normal_lambda_runs(capsys):

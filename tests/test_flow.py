@@ -647,7 +647,7 @@ def test_cli_flow(capsys):
     assert main(["flow", "--gf", "--t-max", "2", *small]) == 0
     assert "GF" in capsys.readouterr().out
     assert main(["flow", "--t-max", "2", *small]) == 2
-    assert "lam is required" in capsys.readouterr().err
+    assert "dlnm flow needs --lam LAMBDA (MGF(lambda)) or --gf (gradient flow)" in capsys.readouterr().err
     assert main(["flow", "--lam", "0.3", "--t-max", "2", "--h", "50", *small]) == 2
     assert "h must be in" in capsys.readouterr().err
 

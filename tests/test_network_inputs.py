@@ -92,7 +92,7 @@ def test_replace_without_a_batch_is_refused(ts, capsys):
     with pytest.raises(ValueError, match=REPLACE):
         dm.sweep({"generator": "teacher_student"}, gammas=[0.1], betas=[0.5], steps=5, replace=True)
     assert main(["network", "teacher-student", "--gamma", ".1", "--beta", ".5", "--steps", "5", "--replace"]) == 2
-    assert "it needs a batch_size" in capsys.readouterr().err
+    assert "--replace draws SMGD batches with replacement: it needs a --batch-size" in capsys.readouterr().err
     # with a batch it is SMGD with replacement (also with batch_size = n, which stays SMGD)
     assert dm.mgd(ts, 0.1, 0.5, steps=5, batch_size=ts.n, replace=True).kind == "network-smgd"
 

@@ -163,6 +163,6 @@ def test_the_command_line_selects_the_named_problem(tmp_path, capsys):
     assert main(["figure", "teacher-student", "--tiny", "--out", out]) == 2  # the default problem: not this store
     assert "on 'package-0.6', not 'tiny' on 'defined-grid'" in capsys.readouterr().err
     assert main(["figure", "teacher-student", "--tiny", "--problem", "nope", "--out", out]) == 2
-    assert "spec must be one of package-0.6, defined-grid" in capsys.readouterr().err
+    assert "--problem must be one of package-0.6, defined-grid" in capsys.readouterr().err
     assert main(["figure", "quadratic", "--tiny", "--problem", "package-0.6", "--out", out]) == 2
     assert "figure quadratic has one problem" in capsys.readouterr().err

@@ -13,7 +13,7 @@ import warnings
 from ..sweeps.cuda import CudaUnavailableError
 from ..sweeps.distributed import BlockFailedError, DistributedUnavailableError
 from . import figure, flow, network, run, store, sweep, theory
-from .common import EXIT_BROKEN_PIPE, EXIT_CODES_HELP, EXIT_ERROR, EXIT_INTERRUPTED, given_options
+from .common import EXIT_BROKEN_PIPE, EXIT_CODES_HELP, EXIT_ERROR, EXIT_INTERRUPTED, given_options, option_message
 
 #: The command modules, in the order of ``dlnm --help``.
 COMMANDS = (run, flow, sweep, network, store, theory, figure)
@@ -61,7 +61,8 @@ def main(argv=None):
         return EXIT_INTERRUPTED
     except (ValueError, TypeError, OSError, CudaUnavailableError, DistributedUnavailableError,
             BlockFailedError) as exc:  # OSError: StoreError, missing files
-        print(f"dlnm: error: {exc}", file=sys.stderr)
+        # the library's parameters as the options the user typed (t_max as --t-max): validate.ParameterValueError
+        print(f"dlnm: error: {option_message(exc, getattr(args, 'options', {}))}", file=sys.stderr)
         return EXIT_ERROR
     except MemoryError:  # sizes this machine cannot hold (--n 1e12): said in a line, as bad input
         print(f"dlnm {args.command}: error: not enough memory for these sizes (--n, --d, --n-test, widths, the "

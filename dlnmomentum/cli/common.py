@@ -3,6 +3,7 @@
 import argparse
 import decimal
 import math
+import re
 import sys
 import warnings
 
@@ -39,6 +40,54 @@ def given_options(parser, argv):
             if isinstance(action, argparse._SubParsersAction):
                 parsers.extend(action.choices.values())
     return {k for k, v in vars(parser.parse_args(argv)).items() if v is not argparse.SUPPRESS}
+
+
+def option_table(parser, **api_names):
+    """API parameter name -> the option of ``parser`` (one command) that gives it: every option's destination
+    (``t_max`` -> ``--t-max``), and ``api_names`` where the API's name differs from the destination (``seed`` ->
+    ``--data-seed`` in a sweep, ``every`` -> ``--record-every``). Set as the command's ``options`` default, which
+    the error handler of :func:`dlnmomentum.cli.main` reads."""
+    table = {a.dest: a.option_strings[-1] for a in parser._actions  # (argparse has no public walk of its actions)
+             if a.option_strings and a.dest not in ("help", argparse.SUPPRESS)}
+    table.update(api_names)
+    return table
+
+
+#: A name an error declares, where its message writes it: as a word (not in lam_central, --lam, every=h or a path such
+#: as /tmp/store.h5), with an entry index (``betas[0]``) and optionally an API value after it (``replace=True``,
+#: ``scheme='rk4'``, ``rho=100.0``, ``lams=...``). A name declared with a trailing ``=`` (``"scheme="``) is
+#: rewritten only in that form: the word alone is English there ("the adaptive scheme").
+_NAME = r"(?<![\w./=\-\[]){}(?:=(True|'[^']*'|-?[\d.]+(?:e[-+]?\d+)?|-?inf|nan|\.\.\.)|=(?!\w)){}(?![\w\[(]|\.\w)"
+_ENTRY = re.compile(r"(\w+)\[(\d+|-1)\](?: (\w+))?")  # (betas[0]; widths[-1]; pairs[0] beta: a pair's beta)
+
+
+def option_message(exc, options):
+    """The message of ``exc`` with each parameter it declares (``exc.parameters``: see
+    :class:`dlnmomentum.validate.ParameterValueError`) written as the option in ``options`` (API name -> option)
+    that gives it: ``t_max`` as ``--t-max``, ``betas[0]`` as ``--betas (entry 1)``, ``scheme='rk4'`` as
+    ``--scheme rk4``, ``rho=100.0`` as ``--rho 100.0``. A name no option of the command gives is left as it is."""
+    message = str(exc)
+    for name in getattr(exc, "parameters", ()):
+        assignment = name.endswith("=")
+        name = name.rstrip("=")
+        entry = _ENTRY.fullmatch(name)
+        option = options.get(entry[1] if entry else name)
+        if option is None:
+            continue
+        if entry:
+            # (counted from 1, as the messages of --widths and --pairs count; -1 the last)
+            index = int(entry[2])
+            option = f"{option} ({f'entry {index + 1}' if index >= 0 else 'last entry'}" \
+                     f"{', ' + entry[3] if entry[3] else ''})"
+
+        def written(match, option=option):
+            value = match[1]
+            if not value or value == "True" or value == "...":
+                return option
+            return f"{option} {value[1:-1] if value.startswith(chr(39)) else value}"  # (scheme='rk4': --scheme rk4)
+
+        message = re.sub(_NAME.format(re.escape(name), "" if assignment else "?"), written, message)
+    return message
 
 
 def exit_code(status):
@@ -147,7 +196,7 @@ def add_record_arguments(parser, every_type, every_help, accepted=False):
 
 def record_from_args(args):
     """The Record of ``--record-log``/``--record-every``/``--record-accepted`` (None without any); 0 or less is
-    an error naming the option, never "record nothing"."""
+    an error (naming the option, see :func:`option_table`), never "record nothing"."""
     log, every = getattr(args, "record_log", None), getattr(args, "record_every", None)
     if getattr(args, "record_accepted", False):
         if log is not None or every is not None:
@@ -155,13 +204,10 @@ def record_from_args(args):
         return Record(accepted=True)
     if log is not None and every is not None:
         raise ValueError("give at most one of --record-log and --record-every")
-    option, kwargs = ("--record-log", {"log": log}) if log is not None else ("--record-every", {"every": every})
     if log is None and every is None:
         return None
-    try:
-        return Record(**kwargs)
-    except (TypeError, ValueError) as exc:
-        raise type(exc)(f"{option}: {exc}") from None
+    # (Record's errors name log and every: the commands' option tables make them --record-log and --record-every)
+    return Record(**({"log": log} if log is not None else {"every": every}))
 
 
 def print_json(value):

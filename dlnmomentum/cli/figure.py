@@ -12,7 +12,7 @@ import time
 from ..figures import FIGURES, figure, plot_store, reproduce
 from ..figures.common import SIZES
 from ..store.files import finite_json
-from .common import EXIT_OK
+from .common import EXIT_OK, option_table
 
 
 def _log(line):
@@ -82,7 +82,7 @@ def register(subparsers):
     p.add_argument("--problem", metavar="SPEC", help="the named problem of a figure that has several: "
                    + "; ".join(f"{n}: {', '.join(m.SPECS)} (default {m.DEFAULT_SPEC})" for n, m in named.items()))
     _size_flags(p)
-    p.set_defaults(func=_cmd_figure)
+    p.set_defaults(func=_cmd_figure, options=option_table(p, spec="--problem"))
     p = subparsers.add_parser("plot", help="redraw a figure store (runs nothing)",
                               description="Draw a figure again, to PNG and PDF, from its figure store alone (runs "
                               "nothing). It accepts figure stores only: the <out>/<name>.h5 files that dlnm figure "
@@ -91,7 +91,7 @@ def register(subparsers):
                               "dlnmomentum.open_store / dlnmomentum.open_sweep read them.")
     p.add_argument("store", help="a figure store <out>/<name>.h5 written by dlnm figure / dlnm reproduce")
     p.add_argument("--out", default=None, help="folder for the images (default: next to the store)")
-    p.set_defaults(func=_cmd_plot)
+    p.set_defaults(func=_cmd_plot, options=option_table(p))
     p = subparsers.add_parser("reproduce", help="compute and draw every figure of the paper (diagonal and "
                               "small networks)",
                               description="Compute and draw every figure of the paper, the diagonal linear networks' "
@@ -102,4 +102,4 @@ def register(subparsers):
     _size_flags(p)
     p.add_argument("--only", nargs="+", choices=tuple(FIGURES), default=None, metavar="NAME",
                    help="only these figures")
-    p.set_defaults(func=_cmd_reproduce)
+    p.set_defaults(func=_cmd_reproduce, options=option_table(p, names="--only"))

@@ -5,6 +5,7 @@ from .common import (
     add_checkpoint_argument,
     add_problem_arguments,
     add_record_arguments,
+    option_table,
     parse_int,
     print_result,
     problem_from_args,
@@ -35,7 +36,7 @@ def _flow(args, problem, refine):
                     max_steps=args.max_steps)
     else:
         if args.lam is None:
-            raise ValueError("lam is required for MGF (give --lam LAMBDA, or --gf for gradient flow)")
+            raise ValueError("dlnm flow needs --lam LAMBDA (MGF(lambda)) or --gf (gradient flow)")
         result = mgf(problem, args.lam, t_max=args.t_max, h=args.h, alpha=args.alpha, tol=args.tol,
                      record=record_from_args(args), progress=progress_wanted(args),
                      refine_start=refine, store=args.store, overwrite=args.overwrite,
@@ -54,7 +55,8 @@ def register(subparsers):
                     "integrates the fast mode -1/lambda exactly (small lambda); or rodas, the adaptive Rosenbrock "
                     "method Rodas5P for long horizons (runs to --tol 1e-20 at t ~ 1e5-1e6 in about a thousand steps). "
                     "auto (the default) takes rodas with --tol or a long --t-max, else the cheaper fixed-step one.")
-    p.add_argument("--lam", type=float, default=None, help="lambda > 0 (MGF parameter)")
+    # (it said "lambda > 0", but 0 is accepted: MGF(0) is gradient flow, as the library's mgf takes it)
+    p.add_argument("--lam", type=float, default=None, help="lambda of MGF(lambda), >= 0 (0: gradient flow, as --gf)")
     p.add_argument("--gf", action="store_true", help="gradient flow (lambda = 0) instead of MGF")
     p.add_argument("--t-max", type=float, required=True, help="end time > 0")
     p.add_argument("--h", type=float, default=None, help="fixed grid step of rk4/exp-rk4 (default: from lambda and the "
@@ -82,4 +84,4 @@ def register(subparsers):
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_problem_arguments(p)
-    p.set_defaults(func=_cmd_flow)
+    p.set_defaults(func=_cmd_flow, options=option_table(p, every="--record-every", log="--record-log"))

@@ -21,6 +21,7 @@ from .common import (
     add_record_arguments,
     data_seed,
     grid_option,
+    option_table,
     parse_int,
     print_result,
     print_sweep_json,
@@ -113,8 +114,10 @@ def _cmd_network(args):
     if (args.gamma is not None or args.beta is not None) and (args.gammas is not None or args.betas is not None):
         raise ValueError("give --gamma and --beta (one run) or --gammas and --betas (a sweep), not both: "
                          "--gamma/--beta would be ignored by a sweep")
-    _refuse_unread_options(args, sweep=args.gammas is not None or args.betas is not None
-                           or (args.resume and args.gamma is None))
+    sweep = args.gammas is not None or args.betas is not None or (args.resume and args.gamma is None)
+    _refuse_unread_options(args, sweep=sweep)
+    if sweep:  # (the API's seed of a sweep is its data seed, rep r using seed + r: --seed is one run's batch seed)
+        args.options = dict(args.options, seed="--data-seed")
     if args.resume and args.store and os.path.exists(args.store):
         repair_left_open_sweep(args.store)  # (before the stored configuration is read to compare the options)
         _refuse_other_arguments(args, args.store)
@@ -261,4 +264,5 @@ def register(subparsers):
     g.add_argument("--sigma", type=float, default=1.0, help="deep linear: input std (default 1)")
     g.add_argument("--n-test", type=parse_int, default=1000, help="test samples (default 1000)")
     g.add_argument("--data-seed", type=data_seed, default=0, help="data (and student) seed (default 0)")
-    p.set_defaults(func=_cmd_network)
+    # (seed: --seed of one run; a sweep's seed is --data-seed, set in _cmd_network)
+    p.set_defaults(func=_cmd_network, options=option_table(p, every="--record-every", log="--record-log"))

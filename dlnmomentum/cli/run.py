@@ -5,6 +5,7 @@ from .common import (
     add_checkpoint_argument,
     add_problem_arguments,
     add_record_arguments,
+    option_table,
     parse_int,
     print_result,
     problem_from_args,
@@ -47,4 +48,4 @@ def register(subparsers):
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_problem_arguments(run)
-    run.set_defaults(func=_cmd_run)
+    run.set_defaults(func=_cmd_run, options=option_table(run, every="--record-every", log="--record-log"))

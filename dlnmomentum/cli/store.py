@@ -18,6 +18,7 @@ from .common import (
     EXIT_OK,
     add_checkpoint_argument,
     named_status,
+    option_table,
     print_json,
     print_result,
     progress_wanted,
@@ -89,7 +90,7 @@ def register(subparsers):
                               "never a hang.")
     p.add_argument("path", help="the .h5 store (any kind)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_cmd_inspect)
+    p.set_defaults(func=_cmd_inspect, options=option_table(p))
     r = subparsers.add_parser("resume", help="continue an interrupted or crashed stored run",
                               description="Continue a stored run from its last checkpoint (bitwise "
                               "identical to an uninterrupted run) and print its summary.")
@@ -97,4 +98,4 @@ def register(subparsers):
     add_checkpoint_argument(r)
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
-    r.set_defaults(func=_cmd_resume)
+    r.set_defaults(func=_cmd_resume, options=option_table(r))

@@ -22,6 +22,7 @@ from .common import (
     EXIT_OK,
     add_problem_arguments,
     grid_option,
+    option_table,
     parse_int,
     print_sweep_json,
     problem_from_args,
@@ -156,6 +157,9 @@ def _run(args, log, progress, client):
         if args.lams is None and args.pairs is None and (args.gammas is None or args.betas is None):
             raise ValueError("dlnm sweep needs --gammas and --betas, --lams (with --betas: constant-lambda lines "
                              "of MGD), or --pairs, or --resume with an existing --store")
+        if args.theory_tol is not None and not args.theory:  # (it was ignored: no prediction is computed)
+            raise ValueError("--theory-tol is the train loss under which --theory counts a point as converged: give "
+                             "--theory with it, or leave it out")
         spec = {"n": args.n, "d": args.d, "s": args.s, "mu": args.mu, "sigma": args.sigma,
                 "n_test": args.n_test}
         problem_from_args(args)  # validates the data arguments
@@ -255,4 +259,4 @@ def register(subparsers):
                    "the points would be lost), every point's fields with the coordinates")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_problem_arguments(p)
-    p.set_defaults(func=_cmd_sweep)
+    p.set_defaults(func=_cmd_sweep, options=option_table(p, seed="--data-seed"))

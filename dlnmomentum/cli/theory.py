@@ -4,7 +4,7 @@ import numpy as np
 
 from .. import theory
 from ..runs.common import as_alpha
-from .common import add_problem_arguments, print_json, problem_from_args
+from .common import add_problem_arguments, option_table, print_json, problem_from_args
 
 
 def _cmd_theory(args):
@@ -58,6 +58,6 @@ def register(sub):
     add_problem_arguments(bound)
     for p in (lam, acc, inv, bound):
         p.add_argument("--json", action="store_true", help="print JSON")
-        p.set_defaults(func=_cmd_theory)
+        p.set_defaults(func=_cmd_theory, options=option_table(p))
 
 

@@ -32,7 +32,7 @@ import re
 import h5py
 
 from ..store.files import READ_ERRORS, StoreError, attr_str, command, open_h5, read_error, reading
-from ..validate import as_bool, as_store_path
+from ..validate import ParameterValueError, as_bool, as_store_path
 from . import (
     common,
     crossings,
@@ -67,9 +67,9 @@ def _spec_kwargs(module, name, spec):
     specs = getattr(module, "SPECS", None)
     if specs is None:
         with_specs = ", ".join(n for n, m in FIGURES.items() if hasattr(m, "SPECS"))
-        raise ValueError(f"spec: figure {name} has one problem; named problems are for {with_specs}")
+        raise ParameterValueError(f"spec: figure {name} has one problem; named problems are for {with_specs}", "spec")
     if spec not in specs:
-        raise ValueError(f"spec must be one of {', '.join(specs)} for figure {name}; got {spec!r}")
+        raise ParameterValueError(f"spec must be one of {', '.join(specs)} for figure {name}; got {spec!r}", "spec")
     return {"spec": spec}
 
 
@@ -110,6 +110,8 @@ def plot_store(path, out=None):
     """
     plt = common.pyplot()
     path = as_store_path(path)
+    if out is not None:  # (a file as out was met at the image write, said as a full disk: "once there is room")
+        _check_out(out)
     h5, _ = open_h5(path)
     fig = None
     try:
@@ -305,4 +307,4 @@ def _check_out(out):
     if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
         raise TypeError(f"out must be a folder path (str), got {out!r}")
     if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"out must be a folder: {os.fspath(out)} is a file")
+        raise ParameterValueError(f"out must be a folder: {os.fspath(out)} is a file", "out")

@@ -9,7 +9,7 @@ from ..problem import Problem
 from ..progress import FLOPS_PER_SECOND
 from ..progress import resolve as resolve_progress
 from ..record import Record
-from ..validate import as_array, as_float
+from ..validate import ParameterValueError, as_array, as_float
 
 #: Full-batch gradient forms: ``hessian`` is ``Hθ - b`` (d² per gradient), ``data`` is
 #: ``Xᵀ(Xθ - y)/n`` (2nd), ``auto`` the cheaper of the two.
@@ -41,8 +41,8 @@ def check_replace(replace, batch_size):
     if not isinstance(replace, (bool, np.bool_)):
         raise TypeError(f"replace must be a bool, got {replace!r}")
     if replace and batch_size is None:
-        raise ValueError("replace=True draws SMGD batches with replacement: it needs a batch_size (without one the "
-                         "run is full-batch MGD)")
+        raise ParameterValueError("replace=True draws SMGD batches with replacement: it needs a batch_size (without "
+                                  "one the run is full-batch MGD)", "replace", "batch_size")
     return bool(replace)
 
 

@@ -68,7 +68,7 @@ from ..results import (
     trajectory_from_blocks,
 )
 from ..status import DIVERGED, Status
-from ..validate import as_array, as_float, as_int, check_data_scale
+from ..validate import ParameterValueError, as_array, as_float, as_int, check_data_scale
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
 from .stepping import (
     DEFAULT_MAX_CROSSINGS,
@@ -542,17 +542,16 @@ def make_config(problem, lam, t_max, h, u0, v0, tol=None, gradient="auto", refin
         h = min(default_step(lam, kappa, scheme), t_max)
     else:
         h = as_float("h", h, low=0.0, low_open=True)
-        if h > h_max and scheme == "exp-rk4":
-            raise ValueError(f"h must be in (0, {h_max:.6g}] for MGF(lambda={lam:g}) with scheme 'exp-rk4' on this "
-                             f"problem: h = {h!r} is outside the stability region of the exponential RK4 scheme "
-                             f"(stiffness estimate kappa = {kappa:.4g}; gradient time scale 1/kappa and oscillatory "
-                             "modes sqrt(kappa/lambda)); see dlnmomentum.runs.stepping.max_stable_step")
-        if h > h_max:
-            what = "gradient flow" if lam == 0.0 else f"MGF(lambda={lam:g})"
-            raise ValueError(f"h must be in (0, {h_max:.6g}] for {what} on this problem: h = {h!r} is "
-                             f"outside the RK4 stability region (stiffness estimate kappa = {kappa:.4g}; "
-                             "fast mode -1/lambda, oscillatory modes sqrt(kappa/lambda)); see "
-                             "dlnmomentum.runs.stepping.max_stable_step")
+        if h > h_max:  # (outside the stability region of the scheme: one message, the scheme's region in it)
+            exp = scheme == "exp-rk4"
+            what = f"MGF(lambda={lam:g}) with scheme 'exp-rk4'" if exp else \
+                "gradient flow" if lam == 0.0 else f"MGF(lambda={lam:g})"
+            region, modes = (("the stability region of the exponential RK4 scheme",
+                              "gradient time scale 1/kappa and oscillatory") if exp else
+                             ("the RK4 stability region", "fast mode -1/lambda, oscillatory"))
+            raise ParameterValueError(f"h must be in (0, {h_max:.6g}] for {what} on this problem: h = {h!r} is outside "
+                                      f"{region} (stiffness estimate kappa = {kappa:.4g}; {modes} modes "
+                                      "sqrt(kappa/lambda)); see dlnmomentum.runs.stepping.max_stable_step", "h")
     check_grid(t_max, h, lam, kappa, h_max, user_h, scheme)
     n_steps, h = uniform_grid(t_max, h)
     start_steps, substeps = start_refinement(refine_start, problem, lam, u0, v0, t_max, h)

@@ -31,7 +31,7 @@ import numpy as np
 from ..kernels import flow_rodas as KR
 from ..kernels import flow_rodas_run as KRR
 from ..results import new_record_block
-from ..validate import MAX_STEPS, as_float, as_int, check_data_scale
+from ..validate import MAX_STEPS, ParameterValueError, as_float, as_int, check_data_scale
 from .common import check_gradient_form, check_problem, check_record, initial_weights
 from .flow import FlowConfig, FlowRun, _initial_velocity, prepare_flow
 from .stepping import (
@@ -208,23 +208,28 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
                      if value is not None]
     lam_checked = as_lam("lam", lam)
     t_checked = as_float("t_max", t_max, low=0.0, low_open=True)
+    # (h's own range before the choice of scheme, which compiles the exponential scheme's coefficients: h = -1 was
+    # refused after seconds of that work)
+    h = as_float("h", h, low=0.0, low_open=True, allow_none=True)
     if lam_checked == 0.0 and (u_dot0 is not None or v_dot0 is not None):
         raise ValueError("u_dot0 and v_dot0 are the initial velocity of MGF(lam > 0); gradient flow (lam = 0) is a "
                          "first-order flow and has none: leave them out, or give lam > 0")
     if scheme == "rodas" and fixed_grid:
         what = "h" if h is not None else ("refine_start" if not isinstance(refine_start, str) or refine_start != "auto"
                                           else "record=Record(steps=...)")
-        raise ValueError(f"{what} is for the fixed-grid schemes ('rk4', 'exp-rk4'); scheme 'rodas' chooses its own "
-                         "steps (set rtol/atol) and records at times (Record(every=...), times= or log=)")
+        raise ParameterValueError(f"{what} is for the fixed-grid schemes ('rk4', 'exp-rk4'); scheme 'rodas' chooses "
+                                  "its own steps (set rtol/atol) and records at times (Record(every=...), times= or "
+                                  "log=)", what)
     if adaptive_args and (scheme in ("rk4", "exp-rk4") or fixed_grid):
-        raise ValueError(f"{', '.join(adaptive_args)} {'is' if len(adaptive_args) == 1 else 'are'} for scheme "
-                         "'rodas' (the adaptive scheme), which a fixed step h, a start refinement or "
-                         f"Record(steps=...) rule out; got scheme={scheme!r}")
+        raise ParameterValueError(f"{', '.join(adaptive_args)} {'is' if len(adaptive_args) == 1 else 'are'} for "
+                                  "scheme 'rodas' (the adaptive scheme), which a fixed step h, a start refinement or "
+                                  f"Record(steps=...) rule out; got scheme={scheme!r}", *adaptive_args, "scheme=")
     accepted = record is not None and bool(record.accepted)
     if accepted and (scheme in ("rk4", "exp-rk4") or fixed_grid):
         what = f"scheme={scheme!r}" if scheme in ("rk4", "exp-rk4") else ("h" if h is not None else "refine_start")
-        raise ValueError(f"Record(accepted=True) records the steps of the adaptive scheme 'rodas', which {what} "
-                         "rules out; a flow on a grid records every step with Record(every=h)")
+        raise ParameterValueError(f"Record(accepted=True) records the steps of the adaptive scheme 'rodas', which "
+                                  f"{what} rules out; a flow on a grid records every step with Record(every=h)",
+                                  "scheme=", "h")
     if scheme == "auto" and (adaptive_args or accepted):
         scheme = "rodas"
     if scheme in ("auto", "rodas"):

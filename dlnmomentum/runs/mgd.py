@@ -29,7 +29,7 @@ from ..results import (
     trajectory_from_blocks,
 )
 from ..status import Status
-from ..validate import MAX_STEPS, as_bool, as_float, as_int, as_seed, check_data_scale
+from ..validate import MAX_STEPS, ParameterValueError, as_bool, as_float, as_int, as_seed, check_data_scale
 from .common import (
     check_gradient_form,
     check_problem,
@@ -175,8 +175,9 @@ def make_config(problem, gamma, beta, steps, batch_size=None, replace=False, see
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     check_gradient_form(gradient)
     if batch_size is not None and gradient != "auto":
-        raise ValueError(f"gradient={gradient!r} chooses the form of the full-batch gradient; an SMGD run "
-                         f"(batch_size={batch_size}) computes each batch's from its samples: leave gradient='auto'")
+        raise ParameterValueError(f"gradient={gradient!r} chooses the form of the full-batch gradient; an SMGD run "
+                                  f"(batch_size={batch_size}) computes each batch's from its samples: leave "
+                                  "gradient='auto'", "gradient=", "batch_size")
     check_data_scale(problem)  # X * 1e200: refused by name, as flows do, not a run that "diverges"
     return MGDConfig(gamma, beta, steps, batch_size, bool(replace), seed, tol, gradient)
 

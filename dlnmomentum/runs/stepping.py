@@ -60,7 +60,7 @@ import weakref
 
 import numpy as np
 
-from ..validate import MAX_STEPS, as_float, as_int
+from ..validate import MAX_STEPS, ParameterValueError, as_float, as_int
 
 #: trajectories reaches about twice its limit value on the paper's problems).
 TRANSIENT_FACTOR = 2.5
@@ -87,8 +87,8 @@ def as_lam(name, lam):
     """``lam`` of a flow checked: 0 (gradient flow) or in [LAM_MIN, LAM_MAX]; the error names ``name``."""
     lam = as_float(name, lam, low=0.0, high=LAM_MAX)
     if 0.0 < lam < LAM_MIN:
-        raise ValueError(f"{name} must be 0 (gradient flow) or in [{LAM_MIN!r}, {LAM_MAX:g}] (a normal float64: "
-                         f"the step sizes of the schemes underflow below it), got {lam!r}")
+        raise ParameterValueError(f"{name} must be 0 (gradient flow) or in [{LAM_MIN!r}, {LAM_MAX:g}] (a normal "
+                                  f"float64: the step sizes of the schemes underflow below it), got {lam!r}", name)
     return lam
 
 
@@ -401,17 +401,17 @@ def check_grid(t_max, h, lam, kappa, h_max, user_h, scheme="rk4"):
         return
     too_many = f"{steps:.3g} grid steps, more than the {MAX_STEPS:.3g} (2**62) a run can count"
     if user_h:
-        raise ValueError(f"h must be in [{t_max / MAX_STEPS:.3g}, {h_max:.6g}] for t_max = {t_max!r}: h = {h!r} "
-                         f"needs {too_many}")
+        raise ParameterValueError(f"h must be in [{t_max / MAX_STEPS:.3g}, {h_max:.6g}] for t_max = {t_max!r}: h = "
+                                  f"{h!r} needs {too_many}", "h", "t_max")
     # the fast mode -1/λ sets the RK4 step: h ∝ λ (the exponential scheme has no such limit)
     if scheme == "rk4" and lam > 0.0 and h_max >= 0.999 * RK4_REAL_LIMIT * lam:
-        raise ValueError(f"lam must be 0 (gradient flow) or in [{lam * steps / MAX_STEPS:.3g}, {LAM_MAX:g}] for "
-                         f"t_max = {t_max!r}: lam = {lam!r} needs a grid step h <= {h_max:.3g} (the fast mode "
-                         f"-1/lambda) and {too_many}")
-    raise ValueError(f"t_max must be in (0, {h * MAX_STEPS:.3g}] on this problem: its stiffness kappa = "
-                     f"{kappa:.3g} (it grows with the scale of X and with that of the initial weights: alpha, u0, "
-                     f"v0) limits the grid step to h = {h:.3g}, and t_max = {t_max!r} needs {too_many}; rescale X "
-                     "and y, or start from smaller weights")
+        raise ParameterValueError(f"lam must be 0 (gradient flow) or in [{lam * steps / MAX_STEPS:.3g}, {LAM_MAX:g}] "
+                                  f"for t_max = {t_max!r}: lam = {lam!r} needs a grid step h <= {h_max:.3g} (the fast "
+                                  f"mode -1/lambda) and {too_many}", "lam", "t_max")
+    raise ParameterValueError(f"t_max must be in (0, {h * MAX_STEPS:.3g}] on this problem: its stiffness kappa = "
+                              f"{kappa:.3g} (it grows with the scale of X and with that of the initial weights: "
+                              f"alpha, u0, v0) limits the grid step to h = {h:.3g}, and t_max = {t_max!r} needs "
+                              f"{too_many}; rescale X and y, or start from smaller weights", "t_max", "alpha")
 
 
 def warn_large_grid(n_steps, start_steps, start_substeps, what, stacklevel=4):

@@ -20,7 +20,7 @@ from ..kernels import status as KST
 from ..problem import Problem
 from ..runs.common import uses_hessian
 from ..runs.mgd import initial_state
-from ..validate import MAX_SEED, MAX_STEPS, as_array, as_float, as_int, check_data_scale
+from ..validate import MAX_SEED, MAX_STEPS, as_array, as_float, as_int, check_data_scale, named
 
 #: Modes by name (the kernel codes of :mod:`dlnmomentum.kernels.mgd`).
 MODES = {"hessian": KL.MODE_HESSIAN, "data": KL.MODE_DATA, "minibatch": KL.MODE_MINIBATCH}
@@ -60,7 +60,8 @@ def require_cuda():
     """Raise :class:`CudaUnavailableError` saying why ``device="cuda"`` cannot run here; else return the device."""
     ok, reason = cuda_available()
     if not ok:
-        raise CudaUnavailableError(f"device='cuda' was requested but the CUDA engine cannot run: {reason}")
+        raise named(CudaUnavailableError(f"device='cuda' was requested but the CUDA engine cannot run: {reason}"),
+                    "device=")
     return reason
 
 

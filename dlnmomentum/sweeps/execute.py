@@ -23,7 +23,7 @@ from ..store.kinds import how
 from ..store.network_sweep import FORMAT_NAME as NETWORK_FORMAT_NAME
 from ..store.network_sweep import FORMAT_VERSION as NETWORK_FORMAT_VERSION
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION, SweepFile
-from ..validate import MAX_SWEEP_POINTS, as_int, as_store_path
+from ..validate import MAX_SWEEP_POINTS, ParameterValueError, as_int, as_store_path
 from .flows import FlowEngine
 from .lockstep import LockstepEngine, threads
 from .networks import is_network_sweep, open_networks_sweep
@@ -47,11 +47,11 @@ def check_device(device, plan=None, here=True):
     their GPU themselves; only the name and the plan (its design and the shapes the kernels run) are checked here.
     """
     if device not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+        raise ParameterValueError(f"device must be one of {DEVICES}, got {device!r}", "device")
     if device == "cuda":
         if plan is not None and not plan.discrete:
-            raise ValueError("device='cuda' runs discrete (gammas, betas) sweeps; flow sweeps (lams=...) run on "
-                             "the CPU engine (device='cpu')")
+            raise ParameterValueError("device='cuda' runs discrete (gammas, betas) sweeps; flow sweeps (lams=...) run "
+                                      "on the CPU engine (device='cpu')", "device", "lams", "device=")
         from .cuda import check_plan, require_cuda
 
         if here:

@@ -42,7 +42,7 @@ from ..store.kinds import (
     require_regular_or_absent,
     resume_or_overwrite,
 )
-from ..validate import MAX_GRID, as_int, as_seed, as_store_path, check_log, check_sweep_size
+from ..validate import MAX_GRID, ParameterValueError, as_int, as_seed, as_store_path, check_log, check_sweep_size
 from .grid import as_grid
 from .network_lockstep import NetworkLockstep, default_wave_size
 from .result import Sweep
@@ -254,7 +254,7 @@ def networks_sweep(problem_or_spec, *, gammas, betas, steps, reps=1, seed=0, tol
     plan = NetworkPlan(config, problem)
     if path is None:
         if resume:
-            raise ValueError("resume=True needs a store")
+            raise ParameterValueError("resume=True needs a store", "resume=", "store")
         data, done, interrupted = execute(plan, None, threads, wave_size, log, progress)
         sw = Sweep(DIMS, plan.coords(), data, done, config)
         sw.interrupted = interrupted

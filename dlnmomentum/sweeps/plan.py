@@ -25,13 +25,13 @@ import warnings
 import numpy as np
 
 from ..problem import Problem, sparse_regression
-from ..runs.common import check_gradient_form, initial_weights
+from ..runs.common import as_alpha, check_gradient_form, initial_weights
 from ..runs.mgd import make_config as make_mgd_config
 from ..runs.points import SCALAR_FIELDS, VECTOR_FIELDS
 from ..runs.stepping import as_lam, check_scheme
 from ..store.files import to_jsonable
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION
-from ..validate import MAX_GRID, MAX_STEPS, as_bool, as_float, as_int, as_seed, check_sweep_size
+from ..validate import MAX_GRID, MAX_STEPS, ParameterValueError, as_bool, as_float, as_int, as_seed, check_sweep_size
 from .grid import as_grid
 
 # ---------------------------------------------------------------------------------------------------
@@ -222,7 +222,7 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
     seed = as_seed("seed", seed, reps=reps)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     replace = as_bool("replace", replace)
-    alpha = as_float("alpha", alpha, low=0.0, low_open=True)
+    alpha = as_alpha("alpha", alpha)  # (the range of a run's alpha: (0, inf) was said where 0 < alpha < 1e-150 failed)
     theory_tol = as_float("theory_tol", theory_tol, low=0.0)
     if not isinstance(theory, (bool, np.bool_)):
         raise TypeError(f"theory must be a bool, got {theory!r}")
@@ -237,27 +237,31 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
                "gamma = lam (1-beta)^2; pairs: a list of (gamma, beta) of MGD; lams alone: a flow line of MGF")
     if pairs is not None:
         if gammas is not None or betas is not None or lams is not None:
-            raise ValueError(f"pairs= is a design of its own: give no gammas, betas or lams with it ({designs})")
+            raise ParameterValueError("pairs= is a design of its own: give no gammas, betas or lams with it "
+                                      f"({designs})", "pairs", "gammas", "betas", "lams")
         design = "pairs"
     elif betas is not None and lams is not None:
         if gammas is not None:
-            raise ValueError(f"give two of gammas, betas, lams, not all three ({designs})")
+            raise ParameterValueError(f"give two of gammas, betas, lams, not all three ({designs})",
+                                      "gammas", "betas", "lams")
         design = "lam-grid"
     elif gammas is not None or betas is not None:
         if lams is not None:
-            raise ValueError("give either gammas and betas (a discrete (beta, gamma) grid) or lams (a flow "
-                             "line), not both")
+            raise ParameterValueError("give either gammas and betas (a discrete (beta, gamma) grid) or lams (a flow "
+                                      "line), not both", "gammas", "betas", "lams")
         if gammas is None or betas is None:
-            raise ValueError(f"a discrete sweep needs both gammas and betas ({designs})")
+            raise ParameterValueError(f"a discrete sweep needs both gammas and betas ({designs})",
+                                      "gammas", "betas", "lams", "pairs")
         design = "grid"
     else:
         design = "line"
     discrete = design != "line"
     if discrete:
         if steps is None:
-            raise ValueError("a discrete sweep needs steps (updates per run)")
+            raise ParameterValueError("a discrete sweep needs steps (updates per run)", "steps")
         if t_max is not None:
-            raise ValueError("t_max is for flow sweeps (lams=...); a discrete sweep takes steps")
+            raise ParameterValueError("t_max is for flow sweeps (lams=...); a discrete sweep takes steps",
+                                      "t_max", "lams", "steps")
         if scheme != "auto":
             raise ValueError("scheme is for flow sweeps (lams=...); a discrete sweep has no stepping scheme")
         if design == "grid":
@@ -269,7 +273,8 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
             betas = as_grid("betas", betas, low=0.0, high=1.0, high_open=True)
             g_all = lam_grid_gammas(lams, betas).ravel()
             if not np.all(g_all > 0):
-                raise ValueError("lams and betas give a step size gamma = lam (1-beta)^2 that underflows to 0")
+                raise ParameterValueError("lams and betas give a step size gamma = lam (1-beta)^2 that underflows to 0",
+                                          "lams", "betas")
         else:
             gammas, betas = _as_pairs(pairs)
             g_all = gammas
@@ -290,13 +295,15 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
             config["gammas"] = gammas.tolist()
     else:
         if lams is None:
-            raise ValueError("give gammas and betas (discrete sweep) or lams (flow sweep)")
+            raise ParameterValueError("give gammas and betas (discrete sweep) or lams (flow sweep)",
+                                      "gammas", "betas", "lams")
         if steps is not None:
-            raise ValueError("steps is for discrete sweeps; a flow sweep (lams=...) takes t_max")
+            raise ParameterValueError("steps is for discrete sweeps; a flow sweep (lams=...) takes t_max",
+                                      "steps", "lams", "t_max")
         if t_max is None:
-            raise ValueError("a flow sweep (lams=...) needs t_max")
+            raise ParameterValueError("a flow sweep (lams=...) needs t_max", "lams", "t_max")
         if batch_size is not None:
-            raise ValueError("batch_size is for discrete (SMGD) sweeps")
+            raise ParameterValueError("batch_size is for discrete (SMGD) sweeps", "batch_size")
         if problem is not None and reps > 1:
             raise ValueError("reps > 1 with a fixed Problem would repeat identical flows; pass a spec")
         lams = as_grid("lams", lams, low=0.0)

@@ -15,7 +15,7 @@ All maps broadcast their arguments and return floats for scalar input.
 
 import numpy as np
 
-from ..validate import as_design, as_real_array, as_real_vector, broadcast_named
+from ..validate import ParameterValueError, as_design, as_real_array, as_real_vector, broadcast_named
 from ._float64 import FLOAT_MAX, inputs_at, norm2, scalar_or_array
 
 
@@ -162,8 +162,9 @@ def from_lam_eps(lam, eps):
     ep = as_real_array("eps", eps, low=0, low_open=True)
     lm, ep = broadcast_named(lam=lm, eps=ep)
     if np.any(ep > lm):
-        raise ValueError("eps must be in (0, lam] so that beta = 1 - eps/lam is in [0, 1), "
-                         f"got eps={float(ep[ep > lm].flat[0])!r} > lam={float(lm[ep > lm].flat[0])!r}")
+        raise ParameterValueError("eps must be in (0, lam] so that beta = 1 - eps/lam is in [0, 1), got "
+                                  f"eps={float(ep[ep > lm].flat[0])!r} > lam={float(lm[ep > lm].flat[0])!r}",
+                                  "eps=", "lam=")
     ratio = ep / lm
     with np.errstate(under="ignore"):
         gamma = _representable("gamma", ep * ratio, {"lam": lm, "eps": ep}, "gamma = eps^2/lam")
@@ -202,8 +203,9 @@ def accelerate(gamma, beta, rho):
     one_minus_beta_hat = r * (1.0 - b)
     if np.any(one_minus_beta_hat > 1.0):
         bad = one_minus_beta_hat > 1.0
-        raise ValueError("rho must satisfy rho * (1 - beta) <= 1 so that beta_hat = 1 - rho*(1 - beta) is "
-                         f"in [0, 1), got rho={float(r[bad].flat[0])!r}, beta={float(b[bad].flat[0])!r}")
+        raise ParameterValueError("rho must satisfy rho * (1 - beta) <= 1 so that beta_hat = 1 - rho*(1 - beta) "
+                                  f"is in [0, 1), got rho={float(r[bad].flat[0])!r}, beta={float(b[bad].flat[0])!r}",
+                                  "rho=", "beta=")
     given = {"gamma": g, "beta": b, "rho": r}
     with np.errstate(over="ignore", under="ignore"):
         gamma_hat = r * r * g

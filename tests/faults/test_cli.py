@@ -33,7 +33,7 @@ def strict_json(text):
 def test_recording_nothing_is_refused_naming_the_option(argv, capsys):
     assert main([*argv, *SMALL]) == EXIT_ERROR
     option = next(a for a in argv if a.startswith("--record"))
-    assert f"dlnm: error: {option}:" in capsys.readouterr().err
+    assert f"dlnm: error: {option} must be" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [RUN, FLOW], ids=["run", "flow"])
@@ -93,4 +93,4 @@ def test_flow_takes_checkpoint_every(tmp_path, capsys):
     assert main([*FLOW, "--store", str(path), "--checkpoint-every", "0", "--record-every", "0.5", *SMALL]) == EXIT_OK
     assert dm.open_store(path).state == "complete"
     assert main([*FLOW, "--store", str(tmp_path / "g.h5"), "--checkpoint-every", "-1", *SMALL]) == EXIT_ERROR
-    assert "checkpoint_every must be in [0, inf)" in capsys.readouterr().err
+    assert "--checkpoint-every must be in [0, inf)" in capsys.readouterr().err
