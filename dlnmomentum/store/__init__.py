@@ -12,7 +12,8 @@
 * :mod:`.writer` — streaming a run into a store (the driver's sink), :func:`run_with_store`; :mod:`.rows_left`
   — the command line's stored runs, whose rows stay in the store;
 * :mod:`.resume` — continuing a stored run bit for bit;
-* :mod:`.read` — :func:`open_store`, the :class:`Store` reader and ``dlnm inspect`` text;
+* :mod:`.read` — :func:`open_store`, the :class:`Store` reader and ``dlnm inspect`` text; :mod:`.observable` —
+  what it hands out besides results (:class:`Observable`, the run description shown by its lengths);
 * :mod:`.sweep_format` — the sweep-store layout (fields per grid point, ``done`` mask); :mod:`.network_sweep` —
   the network sweep-store layout;
 * :mod:`.kinds` — which kind of store a path holds, and the reader and command for each.
@@ -22,7 +23,8 @@ A store wraps the driver as a sink: run kinds never import this package; the API
 """
 
 from .files import StoreBusyError, StoreCorruptError, StoreError, StoreExistsError, StoreLockedError
-from .read import Observable, Store, open_store
+from .observable import Observable
+from .read import Store, open_store
 from .resume import resume
 from .writer import run_with_store
 
