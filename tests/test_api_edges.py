@@ -3,6 +3,7 @@
 import re
 
 import numpy as np
+import pytest
 
 import dlnmomentum as dm
 
@@ -23,3 +24,41 @@ def test_a_diverged_runs_summary_does_not_print_theorem_2_quantities_as_results(
     # a run that did not diverge still prints them
     ok = dm.mgd(dm.sparse_regression(seed=0), 0.05, 0.5, steps=10)
     assert re.search(r"S\+ \(mean\)\s*: [-0-9]", ok.summary()) and "n/a" not in ok.summary()
+
+
+def _plain_stiffness(X, u0, v0, log_scale):
+    """λmax(S H S), S = diag((4θ0² + Δ0²)^(1/4)), H = XᵀX/n, in plain NumPy with S scaled down by 10^log_scale (so
+    that nothing overflows) and the eigenvalue scaled back."""
+    n = X.shape[0]
+    theta, delta = u0 * v0, np.abs(u0 * u0 - v0 * v0)
+    k = 10.0 ** -log_scale
+    s = (4.0 * (theta * k) ** 2 + (delta * k) ** 2) ** 0.25  # = S / 10^(log_scale/2)
+    return np.linalg.eigvalsh((X.T @ X / n) * np.outer(s, s))[-1] * 10.0 ** log_scale
+
+
+def test_flows_take_alpha_up_to_its_documented_bound():
+    """alpha is documented in [1e-150, 1e150); at alpha = 1e149 the stiffness estimate squared Δ0 = 1e298 and handed
+    scipy an inf: mgf, gf and mgf_from_mgd died with scipy's "array must not contain infs or NaNs"."""
+    from dlnmomentum.runs.stepping import stiffness_estimate
+
+    p = dm.sparse_regression(n=8, d=13, s=3, n_test=0, seed=4)
+    u0, v0 = np.full(p.d, 1e149), np.zeros(p.d)
+    kappa = stiffness_estimate(p, u0, v0)  # (at the interpolators Δ0 dominates: the same S up to rounding)
+    assert np.isclose(kappa, _plain_stiffness(p.X, u0, v0, 298), rtol=1e-12)
+    res = dm.gf(p, t_max=1.0, alpha=1e149)  # runs (its status then says what became of it)
+    assert res.status_name in {"diverged", "max_steps"}
+    # where S H S itself overflows the refusal names the initialisation, not scipy's inner check
+    big = dm.Problem(p.X * 1e10, p.y)
+    for call in (lambda: dm.mgf(big, 0.5, t_max=1.0, alpha=1e149), lambda: dm.gf(big, t_max=1.0, alpha=1e149),
+                 lambda: dm.mgf_from_mgd(big, 0.1, 0.5, steps=5, alpha=1e149)):
+        with pytest.raises(ValueError, match=r"stiffness estimate .* at this initialisation overflows float64.*"
+                                             r"smaller initialisation \(alpha, u0, v0\)"):
+            call()
+
+
+def test_mgf_from_mgd_refuses_data_beyond_float64_by_name():
+    """mgf_from_mgd computed the stiffness estimate before the data check that mgf and mgd make: X * 1e200 came back
+    as scipy's "array must not contain infs or NaNs"."""
+    p = dm.sparse_regression(n=8, d=13, s=3, n_test=0, seed=4)
+    with pytest.raises(ValueError, match=r"X must be scaled so that .* finite"):
+        dm.mgf_from_mgd(dm.Problem(p.X * 1e200, p.y), 0.1, 0.5, steps=5)

@@ -625,7 +625,9 @@ def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.
         raise ValueError("scheme of mgf_from_mgd must be 'auto', 'rk4' or 'exp-rk4', got 'rodas': the flow runs on "
                          "MGD's grid (step eps/substeps, a row per MGD step); for an adaptive flow at "
                          "lambda = gamma/(1-beta)^2 use dlnmomentum.mgf(problem, lam, scheme='rodas')")
-    kappa = stiffness_estimate(problem, u0, v0)
+    # (checked here, before the default substeps need kappa: X * 1e200 or alpha = 1e149 with X * 1e10 reached scipy's
+    # eigh with an inf and came back as "Array must not contain infs or NaNs")
+    kappa = check_data_scale(problem, lambda: stiffness_estimate(problem, u0, v0))
     scheme = choose_scheme(scheme, lam, kappa)
     if substeps is None:
         ratio = eps / default_step(lam, kappa, scheme) * (1.0 - 1e-12)
