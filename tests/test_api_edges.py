@@ -62,3 +62,23 @@ def test_mgf_from_mgd_refuses_data_beyond_float64_by_name():
     p = dm.sparse_regression(n=8, d=13, s=3, n_test=0, seed=4)
     with pytest.raises(ValueError, match=r"X must be scaled so that .* finite"):
         dm.mgf_from_mgd(dm.Problem(p.X * 1e200, p.y), 0.1, 0.5, steps=5)
+
+
+def test_a_theta0_tilde_beyond_float64_is_said_in_the_summary():
+    """MGF at a large lambda (valid, up to 1e100) ends with |I-| in the hundreds or more: theta0~ is a real number
+    beyond float64 and the summary printed `|theta0~|max : inf` for a run that finished normally, saying nothing."""
+    import mpmath
+
+    rng = np.random.default_rng(1)
+    p = dm.Problem(rng.standard_normal((3, 5)), rng.standard_normal(3))
+    res = dm.mgf(p, 1e30, t_max=1e16, alpha=0.1)
+    assert res.status_name == "max_steps"
+    inf = np.flatnonzero(np.isinf(res.theta0_tilde))
+    assert inf.size
+    for i in inf:  # the exact value (mpmath, from the run's own I± and w0) is indeed beyond float64
+        exact = (mpmath.mpf(res.w_plus0[i]) ** 2 * mpmath.exp(-2 * mpmath.mpf(res.i_plus[i]))
+                 - mpmath.mpf(res.w_minus0[i]) ** 2 * mpmath.exp(-2 * mpmath.mpf(res.i_minus[i]))) / 4
+        assert abs(exact) > np.finfo(np.float64).max
+    text = res.summary()
+    assert f"theta0~ overflows float64 at {inf.size} coordinates {inf[:5].tolist()}" in text
+    assert "theta0_tilde_mirror" in text

@@ -268,12 +268,12 @@ class FlowResult(ResultMixin):
                                      else "n/a (every coordinate crossed zero)"),
             f"|theta0~|max  : {np.abs(self.theta0_tilde).max():.3e}",
             f"sign crossings: w+ {int(self.crossings_plus.sum())}, w- {int(self.crossings_minus.sum())} "
-            f"(coordinates: {int((self.crossings_plus > 0).sum())}, "
-            f"{int((self.crossings_minus > 0).sum())}); "
+            f"(coordinates: {int((self.crossings_plus > 0).sum())}, {int((self.crossings_minus > 0).sum())}); "
             f"Delta_t stayed positive: {self.delta_stayed_positive}",
         ]
         if self.trajectory is not None:
             lines.append(f"recorded      : {len(self.trajectory)} rows")
+        lines += self._theta0_tilde_notes("note          ")  # (|theta0~|max : inf at lambda = 1e6, said why)
         if self.config.scheme == "rodas" and self.status == Status.DIVERGED:
             # the adaptive scheme rejects a step whose point overflows: "diverged" is its step size falling below
             # H_MIN_REL·t, which a blow-up causes, and so does a horizon where t itself leaves too few digits
@@ -625,9 +625,7 @@ def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.
         raise ValueError("scheme of mgf_from_mgd must be 'auto', 'rk4' or 'exp-rk4', got 'rodas': the flow runs on "
                          "MGD's grid (step eps/substeps, a row per MGD step); for an adaptive flow at "
                          "lambda = gamma/(1-beta)^2 use dlnmomentum.mgf(problem, lam, scheme='rodas')")
-    # (checked here, before the default substeps need kappa: X * 1e200 or alpha = 1e149 with X * 1e10 reached scipy's
-    # eigh with an inf and came back as "Array must not contain infs or NaNs")
-    kappa = check_data_scale(problem, lambda: stiffness_estimate(problem, u0, v0))
+    kappa = check_data_scale(problem, lambda: stiffness_estimate(problem, u0, v0))  # (X * 1e200 reached scipy's eigh)
     scheme = choose_scheme(scheme, lam, kappa)
     if substeps is None:
         ratio = eps / default_step(lam, kappa, scheme) * (1.0 - 1e-12)

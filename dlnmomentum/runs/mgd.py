@@ -165,6 +165,7 @@ class MGDResult(ResultMixin):
             out.append(f"note         : a loss overflows float64 at this theta (max |theta| = "
                        f"{np.abs(self.theta).max():.3e}, max |w| = "
                        f"{max(np.abs(self.w_plus).max(), np.abs(self.w_minus).max()):.3e}): the run is diverging")
+        out += self._theta0_tilde_notes("note         ")
         undefined = np.flatnonzero(np.isnan(self.s_plus) | np.isnan(self.s_minus))
         if undefined.size:
             out.append(f"note         : S+-, theta0~ undefined at coordinates {undefined[:5].tolist()}: an iterate of "
