@@ -82,3 +82,15 @@ def test_a_theta0_tilde_beyond_float64_is_said_in_the_summary():
     text = res.summary()
     assert f"theta0~ overflows float64 at {inf.size} coordinates {inf[:5].tolist()}" in text
     assert "theta0_tilde_mirror" in text
+
+
+def test_a_sweep_dim_asked_as_a_field_points_to_coords():
+    """sweep's docstring said every point's gamma, beta and lam are fields of the result; in a (beta, gamma) grid
+    gamma and beta are dims, and sw["gamma"] was a KeyError listing the fields only."""
+    rng = np.random.default_rng(1)
+    sw = dm.sweep(dm.Problem(rng.standard_normal((3, 5)), rng.standard_normal(3)), gammas=[0.1, 0.2], betas=[0.5],
+                  steps=5, progress=False)
+    with pytest.raises(KeyError, match=r"'gamma' is a dim of this sweep .*coords\['gamma'\]"):
+        sw["gamma"]
+    assert sw.coords["gamma"].tolist() == [0.1, 0.2]
+    assert np.allclose(sw["lam"], [[[0.4, 0.8]]])  # lam = gamma/(1-beta)^2, a field everywhere
