@@ -94,3 +94,16 @@ def test_a_sweep_dim_asked_as_a_field_points_to_coords():
         sw["gamma"]
     assert sw.coords["gamma"].tolist() == [0.1, 0.2]
     assert np.allclose(sw["lam"], [[[0.4, 0.8]]])  # lam = gamma/(1-beta)^2, a field everywhere
+
+
+def test_a_network_runs_parameter_norm_is_finite_where_its_parameters_are():
+    """param_norm was sqrt(w @ w): parameters of 1e200 (teacher_student(init_scale=1e200), a valid scale) gave
+    `|params| : inf` for finite parameters, and parameters of 1e-200 a norm of 0."""
+    for scale in (1e200, 1e-200):
+        p = dm.teacher_student(n=4, d=2, teacher_width=1, student_width=2, n_test=0, init_scale=scale)
+        res = dm.mgd(p, 0.1, 0.5, steps=0)
+        assert np.all(np.isfinite(res.params)) and np.abs(res.params).max() > 0
+        s = np.abs(res.params).max()  # plain NumPy, scaled: ||w|| = s ||w/s||
+        expected = s * np.sqrt(np.sum((res.params / s) ** 2))
+        assert np.isclose(res.param_norm, expected, rtol=1e-14), (res.param_norm, expected)
+        assert f"|params|     : {expected:.6g}" in res.summary()
