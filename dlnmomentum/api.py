@@ -268,7 +268,8 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
     Designs (:mod:`dlnmomentum.sweeps.plan`): ``gammas`` and ``betas`` — a (β, γ) grid; ``lams`` and
     ``betas`` with ``steps`` — MGD on constant-λ lines, γ = λ(1-β)² (dims ``(rep, beta, lam)``);
     ``pairs=[(γ, β), ...]`` — a list of MGD points (dims ``(rep, pair)``); ``lams`` with ``t_max`` —
-    MGF(λ) on a λ line. Every point's ``gamma``, ``beta`` and ``lam`` are fields of the result.
+    MGF(λ) on a λ line. Every point's ``lam`` is a field of the result, and so are ``gamma`` and ``beta``
+    where they are not dims (a dim's values are ``coords[name]``).
 
     Parameters
     ----------

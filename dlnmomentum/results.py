@@ -187,6 +187,20 @@ class ResultMixin(StatusMixin):
         plus, minus = (getattr(self, name) for name in self._THETA0_EXPONENTS)
         return _reference_mirror(self.w_plus0, self.w_minus0, plus, minus, self.delta_inf)
 
+    def _theta0_tilde_notes(self, label):
+        """The summary's line for θ̃0 entries that overflow float64 (a run that did not diverge: never a silent inf).
+
+        θ̃0 = ¼(w₊₀² e^{-2S₊} - w₋₀² e^{-2S₋}) is a real number beyond float64 where an exponent is below about -354
+        (a large λ, many sign crossings); ``label`` is the summary's padded "note" label."""
+        inf = np.flatnonzero(np.isinf(self.theta0_tilde))
+        if not inf.size:
+            return []
+        plus, minus = (np.asarray(getattr(self, name)) for name in self._THETA0_EXPONENTS)
+        low = float(np.min(np.minimum(plus, minus)[inf]))
+        return [f"{label}: theta0~ overflows float64 at {inf.size} coordinates {inf[:5].tolist()}"
+                f"{' ...' if inf.size > 5 else ''} ({'/'.join(self._THETA0_EXPONENTS)} down to {low:.4g}: "
+                "w0² e^(-2 x) exceeds 1.8e308); the prediction uses its finite mirror coordinate, theta0_tilde_mirror"]
+
     def prediction(self):
         """Theorem 1 (flows) / Theorem 2 (MGD, SMGD) for this run, computed on request and cached.
 

@@ -327,7 +327,12 @@ def check_data_scale(problem, stiffness=None):
     with np.errstate(over="ignore", invalid="ignore"):
         finite = problem.moments_finite()  # (without forming XᵀX/n: d × d, 80 GB at d = 1e5)
         kappa = None if stiffness is None else (stiffness() if finite else math.inf)
-    if not finite or (kappa is not None and not math.isfinite(kappa)):
+    if finite and kappa is not None and not math.isfinite(kappa):
+        # the moments are finite: the initialisation's scale makes the w-space Hessian S H S overflow (alpha = 1e149)
+        raise ValueError("the stiffness estimate of this problem at this initialisation overflows float64 (the "
+                         "largest eigenvalue of S H S, H = XᵀX/n, S = diag((4θ0² + Δ0²)^(1/4)), got kappa = inf): use "
+                         "a smaller initialisation (alpha, u0, v0) or rescale X and y")
+    if not finite:
         what = "XᵀX/n and Xᵀy/n are" if stiffness is None else \
             "XᵀX/n, Xᵀy/n and the stiffness estimate of this problem are"
         got = "" if stiffness is None else f" (got kappa = {kappa!r})"

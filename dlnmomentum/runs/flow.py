@@ -272,12 +272,12 @@ class FlowResult(ResultMixin):
                                      else "n/a (every coordinate crossed zero)"),
             f"|theta0~|max  : {np.abs(self.theta0_tilde).max():.3e}",
             f"sign crossings: w+ {int(self.crossings_plus.sum())}, w- {int(self.crossings_minus.sum())} "
-            f"(coordinates: {int((self.crossings_plus > 0).sum())}, "
-            f"{int((self.crossings_minus > 0).sum())}); "
+            f"(coordinates: {int((self.crossings_plus > 0).sum())}, {int((self.crossings_minus > 0).sum())}); "
             f"Delta_t stayed positive: {self.delta_stayed_positive}",
         ]
         if self.trajectory is not None:
             lines.append(f"recorded      : {len(self.trajectory)} rows")
+        lines += self._theta0_tilde_notes("note          ")  # (|theta0~|max : inf at lambda = 1e6, said why)
         if self.config.scheme == "rodas" and self.status == Status.DIVERGED:
             # the adaptive scheme rejects a step whose point overflows: "diverged" is its step size falling below
             # H_MIN_REL·t, which a blow-up causes, and so does a horizon where t itself leaves too few digits

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..validate import MAX_STEPS, as_array, as_float, as_int, as_real_array
+from ..validate import MAX_STEPS, as_array, as_float, as_int, as_real_array, check_data_scale
 from .common import check_problem, check_record, initial_weights
 from .flow import FlowRun, prepare_flow
 from .stepping import (
@@ -82,7 +82,7 @@ def prepare_mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.
         raise ValueError("scheme of mgf_from_mgd must be 'auto', 'rk4' or 'exp-rk4', got 'rodas': the flow runs on "
                          "MGD's grid (step eps/substeps, a row per MGD step); for an adaptive flow at "
                          "lambda = gamma/(1-beta)^2 use dlnmomentum.mgf(problem, lam, scheme='rodas')")
-    kappa = stiffness_estimate(problem, u0, v0)
+    kappa = check_data_scale(problem, lambda: stiffness_estimate(problem, u0, v0))  # (X * 1e200 reached scipy's eigh)
     scheme = choose_scheme(scheme, lam, kappa)
     if substeps is None:
         ratio = eps / default_step(lam, kappa, scheme) * (1.0 - 1e-12)

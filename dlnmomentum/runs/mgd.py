@@ -133,9 +133,7 @@ class MGDResult(ResultMixin):
             f"test loss    : {test_loss_text(self.test_loss)}",
             f"l1 norm      : {self.l1_norm:.6g}",
             f"|Delta_0|    : {norm2(self.delta0):.6e}",
-            f"|Delta_inf|  : {norm2(self.delta_inf):.6e}   min_k min_i Delta: {self.min_delta.min():.3e}",
-            f"S+ (mean)    : {self.s_plus.mean():.6e}   S- (mean): {self.s_minus.mean():.6e}",
-            f"|theta0~|max : {np.abs(self.theta0_tilde).max():.3e}",
+            *self._theorem2_lines(),
             f"sign changes : w+ {int(self.crossings_plus.sum())}, w- {int(self.crossings_minus.sum())}"
             f" (coordinates: {int((self.crossings_plus > 0).sum())}, {int((self.crossings_minus > 0).sum())})",
         ]
@@ -144,15 +142,30 @@ class MGDResult(ResultMixin):
         lines += self._why_not_finite()
         return "\n".join(lines)
 
+    def _theorem2_lines(self):
+        """Delta_inf, S+- and theta0~: Theorem 2's quantities of the limit of a run that converges. A diverged run
+        has no limit: its last iterate gave inf or meaningless values (S+ = -1.4e58), so they are not printed as
+        if they were results; the fields keep them."""
+        min_delta = f"min_k min_i Delta: {self.min_delta.min():.3e}"
+        if self.status == Status.DIVERGED:
+            na = "n/a (the run diverged, see note)"
+            return [f"|Delta_inf|  : {na}   {min_delta}", f"S+- (mean)   : {na}", f"|theta0~|max : {na}"]
+        return [f"|Delta_inf|  : {norm2(self.delta_inf):.6e}   {min_delta}",
+                f"S+ (mean)    : {self.s_plus.mean():.6e}   S- (mean): {self.s_minus.mean():.6e}",
+                f"|theta0~|max : {np.abs(self.theta0_tilde).max():.3e}"]
+
     def _why_not_finite(self):
-        """Lines that say why a value of a run that did not diverge is not finite (never a silent NaN or inf)."""
-        if self.status == Status.DIVERGED:  # (its status says why)
-            return []
+        """Lines that say why a value is not finite or not shown (never a silent NaN or inf)."""
+        if self.status == Status.DIVERGED:  # (its status says why the losses are inf)
+            return [f"note         : Delta_inf, S+-, theta0~ describe the limit of a converging run (Theorem 2); "
+                    f"this run diverged after {self.steps_done} steps, so they have none (the result's fields "
+                    "hold the values at its last iterate)"]
         out = []
         if np.isinf(self.train_loss) or np.isinf(self.test_loss):  # (no test set: a NaN test loss, as documented)
             out.append(f"note         : a loss overflows float64 at this theta (max |theta| = "
                        f"{np.abs(self.theta).max():.3e}, max |w| = "
                        f"{max(np.abs(self.w_plus).max(), np.abs(self.w_minus).max()):.3e}): the run is diverging")
+        out += self._theta0_tilde_notes("note         ")
         undefined = np.flatnonzero(np.isnan(self.s_plus) | np.isnan(self.s_minus))
         if undefined.size:
             out.append(f"note         : S+-, theta0~ undefined at coordinates {undefined[:5].tolist()}: an iterate of "

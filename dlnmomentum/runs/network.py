@@ -20,7 +20,7 @@ from ..kernels import networks as KN
 from ..kernels.rng import _seed_state
 from ..networks import NetworkProblem
 from ..record import Record
-from ..results import StatusMixin, Trajectory, readonly, test_loss_text, trajectory_from_blocks
+from ..results import StatusMixin, Trajectory, norm2, readonly, test_loss_text, trajectory_from_blocks
 from ..status import Status
 from ..validate import MAX_STEPS, as_array, as_float, as_int, as_seed
 from .common import check_replace
@@ -218,6 +218,11 @@ class NetworkRun(RunStateMixin):
             trajectory = trajectory_from_blocks(blocks, self.problem.n_params, self.time_of_step, names)
         with np.errstate(over="ignore", invalid="ignore"):
             norm = float(np.sqrt(self.params @ self.params))
+        top = float(np.abs(self.params).max(initial=0.0))
+        if 0.0 < top < np.inf and not 1e-150 <= top <= 1e150:
+            # the sum of squares overflows (teacher_student(init_scale=1e200): finite parameters, |params| = inf)
+            # or underflows: the scaled norm there, the plain one (its bits unchanged) elsewhere
+            norm = norm2(self.params)
         return NetworkResult(
             kind=c.kind, config=c, status=int(status), steps_done=self.done,
             gamma=c.gamma, beta=c.beta, lam=c.lam, eps=c.eps,

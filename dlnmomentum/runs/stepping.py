@@ -232,8 +232,16 @@ def stiffness_at(hessian, theta, delta):
     """Largest eigenvalue of the w-space Hessian of F at a point with ∇L = 0: λmax(S H S)."""
     from scipy.linalg import eigh
 
-    s = (4.0 * theta * theta + delta * delta) ** 0.25
-    M = hessian * s[:, None] * s[None, :]
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = (4.0 * theta * theta + delta * delta) ** 0.25
+        # Δ = 1e298 (alpha = 1e149, in alpha's range) overflowed in Δ² and handed scipy's eigh an inf ("array must
+        # not contain infs or NaNs"): there sqrt(hypot(2θ, Δ)), the same value without squaring (elsewhere the
+        # formula above, so every estimate that was finite keeps its bits); where S H S itself exceeds float64 the
+        # estimate is inf, which the callers refuse by name (check_data_scale)
+        s = np.where(np.isfinite(s), s, np.sqrt(np.hypot(2.0 * theta, delta)))
+        M = hessian * s[:, None] * s[None, :]
+    if not np.all(np.isfinite(M)):
+        return math.inf
     d = M.shape[0]
     return float(eigh(M, eigvals_only=True, subset_by_index=[d - 1, d - 1])[0])
 

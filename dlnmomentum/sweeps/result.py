@@ -67,7 +67,10 @@ class Sweep:
         try:
             return self.data[name]
         except KeyError:
-            raise KeyError(f"no field {name!r}; fields: {', '.join(self.data)}") from None
+            # (sweep's docstring names gamma, beta, lam as the points' parameters: where one is a dim, say where it is)
+            dim = (f"{name!r} is a dim of this sweep {self.dims}: its values are coords[{name!r}]; "
+                   if name in self.coords else "")
+            raise KeyError(f"{dim}no field {name!r}; fields: {', '.join(self.data)}") from None
 
     def __getattr__(self, name):
         data = self.__dict__.get("data")
