@@ -26,6 +26,21 @@ def test_a_diverged_runs_summary_does_not_print_theorem_2_quantities_as_results(
     assert re.search(r"S\+ \(mean\)\s*: [-0-9]", ok.summary()) and "n/a" not in ok.summary()
 
 
+
+def test_a_diverged_flows_summary_does_not_print_theorem_1_quantities_as_results():
+    """As MGD's: a flow that diverged (here the adaptive scheme gives up at t = 0 from weights of 1e149) has no limit,
+    so Δ∞, I± and θ̃0 read n/a with a note, not the values of its last point; a flow that did not diverge prints them."""
+    problem = dm.sparse_regression(seed=0)
+    res = dm.mgf(problem, 0.5, t_max=3, alpha=1e149)
+    assert res.status_name == "diverged"
+    text = res.summary()
+    for label in ("|Delta_inf|", "I+- (mean)", "|theta0~|max"):
+        line = next(x for x in text.splitlines() if x.startswith(label))
+        assert "n/a (the run diverged" in line, line
+    assert "Theorem 1" in text and not re.search(r"I[+-] \(mean\)\s*:\s*[-0-9]", text)
+    ok = dm.mgf(problem, 0.5, t_max=3)
+    assert re.search(r"I\+ \(mean\)\s*: [-0-9]", ok.summary()) and "the run diverged" not in ok.summary()
+
 def _plain_stiffness(X, u0, v0, log_scale):
     """λmax(S H S), S = diag((4θ0² + Δ0²)^(1/4)), H = XᵀX/n, in plain NumPy with S scaled down by 10^log_scale (so
     that nothing overflows) and the eigenvalue scaled back."""

@@ -244,6 +244,23 @@ class FlowResult(ResultMixin):
             return f"n/a, {crossed} of {self.delta_inf_cor.size} coordinates crossed zero"
         return f"{norm2(self.delta_inf_cor):.6e}"
 
+    def _theorem1_lines(self):
+        """Δ∞, I± and θ̃0: Theorem 1's quantities of the limit of a flow that converges. A diverged flow has no limit
+        (as :meth:`MGDResult._theorem2_lines <dlnmomentum.runs.mgd.MGDResult._theorem2_lines>`): not printed as
+        results, a note says why; the fields keep the values at its last point."""
+        if self.status == Status.DIVERGED:
+            na = "n/a (the run diverged, see note)"
+            return [f"|Delta_inf|   : {na}", f"I+- (mean)    : {na}", f"|theta0~|max  : {na}",
+                    f"note          : Delta_inf, I+-, theta0~ describe the limit of a converging flow (Theorem 1); "
+                    f"this run diverged at t = {self.t_done:g}, so they have none (the result's fields hold their "
+                    "values at its last point)"]
+        return [f"|Delta_inf|   : {norm2(self.delta_inf):.6e}   (Cor. 2: {self._cor2_text()}, small-lambda: "
+                f"{norm2(self.delta_inf_small_lam):.6e})",
+                f"I+ (mean)     : {self.i_plus.mean():.6e}   I- (mean): {self.i_minus.mean():.6e}   "
+                f"gap alpha/Cor. 2: " + (f"{self.i_gap:.2e}" if np.isfinite(self.i_gap)
+                                         else "n/a (every coordinate crossed zero)"),
+                f"|theta0~|max  : {np.abs(self.theta0_tilde).max():.3e}"]
+
     def summary(self):
         c = self.config
         head = "GF" if self.kind == "gf" else f"MGF  lambda={self.lam:g}"
@@ -265,12 +282,7 @@ class FlowResult(ResultMixin):
             f"test loss     : {test_loss_text(self.test_loss)}",
             f"l1 norm       : {self.l1_norm:.6g}",
             f"|Delta_0|     : {norm2(self.delta0):.6e}",
-            f"|Delta_inf|   : {norm2(self.delta_inf):.6e}   (Cor. 2: {self._cor2_text()}, small-lambda: "
-            f"{norm2(self.delta_inf_small_lam):.6e})",
-            f"I+ (mean)     : {self.i_plus.mean():.6e}   I- (mean): {self.i_minus.mean():.6e}   "
-            f"gap alpha/Cor. 2: " + (f"{self.i_gap:.2e}" if np.isfinite(self.i_gap)
-                                     else "n/a (every coordinate crossed zero)"),
-            f"|theta0~|max  : {np.abs(self.theta0_tilde).max():.3e}",
+            *self._theorem1_lines(),
             f"sign crossings: w+ {int(self.crossings_plus.sum())}, w- {int(self.crossings_minus.sum())} "
             f"(coordinates: {int((self.crossings_plus > 0).sum())}, {int((self.crossings_minus > 0).sum())}); "
             f"Delta_t stayed positive: {self.delta_stayed_positive}",
