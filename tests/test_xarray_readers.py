@@ -80,12 +80,18 @@ def _stop_after_first_wave():
 def partial_stores(tmp_path_factory):
     folder = tmp_path_factory.mktemp("partial")
     sweep = str(folder / "grid.h5")
-    sw = dm.sweep(SPEC, gammas="1e-3:1e-2:4:log", betas="0:0.9:4", steps=200, reps=1, theory=True, wave_size=1,
-                  store=sweep, log=_stop_after_first_wave())
-    network = str(folder / "network.h5")
-    net = dm.networks_sweep({"generator": "teacher_student", "n": 6, "d": 2, "teacher_width": 2,
-                             "student_width": 3, "n_test": 20}, gammas=[0.01, 0.02, 0.03], betas=[0.0, 0.5],
-                            steps=50, wave_size=1, store=network, log=_stop_after_first_wave())
+    # the suite may run in the background (nohup, CI), where SIGINT is inherited ignored and the package keeps it so:
+    # Python's own handler while these sweeps stop themselves, then the inherited one again
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        sw = dm.sweep(SPEC, gammas="1e-3:1e-2:4:log", betas="0:0.9:4", steps=200, reps=1, theory=True, wave_size=1,
+                      store=sweep, log=_stop_after_first_wave())
+        network = str(folder / "network.h5")
+        net = dm.networks_sweep({"generator": "teacher_student", "n": 6, "d": 2, "teacher_width": 2,
+                                 "student_width": 3, "n_test": 20}, gammas=[0.01, 0.02, 0.03], betas=[0.0, 0.5],
+                                steps=50, wave_size=1, store=network, log=_stop_after_first_wave())
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     assert 0 < sw.done.sum() < sw.done.size and 0 < net.done.sum() < net.done.size  # partial, both
     return {"sweep": (sweep, ("status", "theory_reason")), "network": (network, ("status",))}
 

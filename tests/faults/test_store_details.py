@@ -87,8 +87,11 @@ def test_figure_curves_open_in_xarray_with_named_dimensions(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # (h5netcdf warns of phony dimensions)
         with xr.open_dataset(path, engine="h5netcdf", group=group) as ds:
-            assert ds["x"].dims == ("x_dim0", "x_dim1") and ds["x"].shape[1] == 2
-    assert not any(k.endswith("_dim0") for k in open_figure(str(path)).datasets)  # scales are not data
+            # (one dimension row for the arrays over the iterates, with k and time its coordinates)
+            assert ds["x"].dims == ("row", "coordinate") and ds["x"].shape[1] == 2
+            assert ds["distance"].dims == ("row",) and {"k", "time"} <= set(ds["x"].coords)
+    datasets = open_figure(str(path)).datasets
+    assert not any(k.endswith(("_dim0", "/row", "/coordinate")) for k in datasets)  # scales are not data
 
 
 def test_flow_final_keeps_no_stale_axis_scales(tmp_path):
