@@ -122,3 +122,13 @@ def test_a_network_runs_parameter_norm_is_finite_where_its_parameters_are():
         expected = s * np.sqrt(np.sum((res.params / s) ** 2))
         assert np.isclose(res.param_norm, expected, rtol=1e-14), (res.param_norm, expected)
         assert f"|params|     : {expected:.6g}" in res.summary()
+
+
+
+def test_the_small_lambda_delta_inf_that_underflows_is_said():
+    """At λ = 1e100 the small-λ route Δ0·exp(-2λG₂) is below float64 (a positive number: NumPy's exp(-2λG₂) of the
+    run's G₂ is 0 for every coordinate): the summary says it underflows, not a bare 0.000000e+00."""
+    res = dm.mgf(dm.sparse_regression(seed=0), 1e100, t_max=1e50, alpha=0.1)
+    assert not np.any(res.delta_inf_small_lam) and np.all(res.delta0 > 0)
+    line = next(x for x in res.summary().splitlines() if x.startswith("|Delta_inf|"))
+    assert "small-lambda: 0 (exp(-2 lambda G2) underflows float64)" in line and "0.000000e+00" not in line

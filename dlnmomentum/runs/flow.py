@@ -244,6 +244,13 @@ class FlowResult(ResultMixin):
             return f"n/a, {crossed} of {self.delta_inf_cor.size} coordinates crossed zero"
         return f"{norm2(self.delta_inf_cor):.6e}"
 
+    def _small_lam_text(self):
+        """|Δ∞| by the small-λ route Δ0·exp(-2λG₂), or that it underflows (λ = 1e100 printed a bare 0)."""
+        value = norm2(self.delta_inf_small_lam)
+        if value == 0.0 and norm2(self.delta0) > 0.0:
+            return "0 (exp(-2 lambda G2) underflows float64)"
+        return f"{value:.6e}"
+
     def _theorem1_lines(self):
         """Δ∞, I± and θ̃0: Theorem 1's quantities of the limit of a flow that converges. A diverged flow has no limit
         (as :meth:`MGDResult._theorem2_lines <dlnmomentum.runs.mgd.MGDResult._theorem2_lines>`): not printed as
@@ -255,7 +262,7 @@ class FlowResult(ResultMixin):
                     f"this run diverged at t = {self.t_done:g}, so they have none (the result's fields hold their "
                     "values at its last point)"]
         return [f"|Delta_inf|   : {norm2(self.delta_inf):.6e}   (Cor. 2: {self._cor2_text()}, small-lambda: "
-                f"{norm2(self.delta_inf_small_lam):.6e})",
+                f"{self._small_lam_text()})",
                 f"I+ (mean)     : {self.i_plus.mean():.6e}   I- (mean): {self.i_minus.mean():.6e}   "
                 f"gap alpha/Cor. 2: " + (f"{self.i_gap:.2e}" if np.isfinite(self.i_gap)
                                          else "n/a (every coordinate crossed zero)"),
