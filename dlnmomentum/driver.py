@@ -121,22 +121,34 @@ def signals_held(signums=STOP_SIGNALS):
         return
     noted = []
     previous = {}
-    for s in signums:
-        handler = signal.getsignal(s)
-        if handler is signal.SIG_IGN:
-            continue
-        previous[s] = handler
-        signal.signal(s, lambda signum, frame: noted.append(signum))
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(signums)) if hasattr(signal, "pthread_sigmask") else None
+    mask = None
     try:
+        # (inside the try: a pending signal runs its handler when signal.signal is called, and a second Ctrl-C's
+        # KeyboardInterrupt there must not leave a noting handler installed for good)
+        for s in signums:
+            handler = signal.getsignal(s)
+            if handler is signal.SIG_IGN:
+                continue
+            previous[s] = handler
+            signal.signal(s, lambda signum, frame: noted.append(signum))
+        if hasattr(signal, "pthread_sigmask"):
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(signums))
         yield
     finally:
         if mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # pending ones reach the noting handler here
+        interrupt = None
         for s, handler in previous.items():
-            signal.signal(s, handler)
+            while True:  # every handler restored, even when a restored one raises for a pending signal meanwhile
+                try:
+                    signal.signal(s, handler)
+                    break
+                except KeyboardInterrupt as exc:
+                    interrupt = exc
         for s in noted:
             _deliver(s, previous[s])
+        if interrupt is not None:
+            raise interrupt
 
 
 def _progress_bar(progress, total, initial, desc):
@@ -185,11 +197,26 @@ def drive(run, *, progress=False, desc="run", sink=None, collect=True):
             if status == st.RUNNING:
                 status = st.INTERRUPTED
         finally:
-            with atomic():
-                if bar is not None:
-                    bar.close()
-                if sink is not None:
-                    sink.close(run, status)
+            # A second Ctrl-C means "now", surfacing as KeyboardInterrupt once the store is closed. Its interrupt
+            # can land after the loop and before this block holds the signals (the store was then left as
+            # crashed, unclosed), or at the block's end: either way the close is done (again: sink.close does
+            # nothing twice), then the interrupt goes on.
+            interrupt = None
+            while True:
+                try:
+                    with atomic():
+                        if bar is not None:
+                            bar.close()
+                            bar = None
+                        if sink is not None:
+                            sink.close(run, status)
+                    break
+                except KeyboardInterrupt as exc:
+                    interrupt = exc
+                    if status == st.RUNNING:
+                        status = st.INTERRUPTED
+            if interrupt is not None:
+                raise interrupt
     run.interrupt_signal = flag["signum"]
     return status, blocks
 

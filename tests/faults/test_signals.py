@@ -202,3 +202,73 @@ def test_a_signal_during_a_chunk_stops_the_run_at_the_end_of_that_chunk(with_sin
     assert run.interrupt_signal == signal.SIGTERM
     if with_sink:
         assert sink.closed_with == Status.INTERRUPTED
+
+
+def test_an_interrupt_as_the_close_block_is_entered_still_closes_the_store(monkeypatch):
+    """A second Ctrl-C's KeyboardInterrupt that lands after the last chunk, as the driver enters the block that
+    closes the store (seen in CI: about one double Ctrl-C in three at 0 ms left the store ``crashed``): the store is
+    closed all the same, with the run's status, and then the interrupt goes on."""
+    import contextlib
+
+    import dlnmomentum as dm
+    from dlnmomentum import driver
+    from dlnmomentum.runs.mgd import prepare_mgd
+
+    run = prepare_mgd(dm.sparse_regression(n=8, d=12, s=2, seed=0), 0.05, 0.5, steps=1000)
+    run.chunk_steps = 100
+    closed = []
+
+    class Sink:
+        def append(self, block, rows):
+            pass
+
+        def chunk_done(self, run, status):
+            pass
+
+        def close(self, run, status):
+            closed.append(int(status))
+
+    held = driver.signals_held
+    raised = []
+
+    @contextlib.contextmanager
+    def interrupted_once_the_run_is_done(*args, **kwargs):
+        if run.done >= run.total and not raised:  # (the close's block: every chunk is done)
+            raised.append(True)
+            raise KeyboardInterrupt
+        with held(*args, **kwargs):
+            yield
+
+    monkeypatch.setattr(driver, "signals_held", interrupted_once_the_run_is_done)
+    with pytest.raises(KeyboardInterrupt):
+        driver.drive(run, sink=Sink(), collect=False)
+    assert raised and closed == [int(dm.Status.MAX_STEPS)]
+
+
+def test_signals_held_restores_every_handler_when_a_signal_interrupts_its_setup(monkeypatch):
+    """signal.signal runs the handler of a pending signal; a KeyboardInterrupt there, while signals_held swaps in its
+    noting handlers, used to leave the ones swapped so far installed for good (later Ctrl-Cs only noted, never
+    acted on)."""
+    from dlnmomentum import driver
+
+    def mine(signum, frame):
+        pass
+
+    originals = {s: signal.signal(s, mine) for s in driver.STOP_SIGNALS}  # (none ignored, as nohup would)
+    try:
+        real, calls = signal.signal, []
+
+        def interrupted_on_the_second(signum, handler):
+            calls.append(signum)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            return real(signum, handler)
+
+        monkeypatch.setattr(signal, "signal", interrupted_on_the_second)
+        with pytest.raises(KeyboardInterrupt), driver.signals_held():
+            pass
+        monkeypatch.undo()
+        assert all(signal.getsignal(s) is mine for s in driver.STOP_SIGNALS)
+    finally:
+        for s, h in originals.items():
+            signal.signal(s, h)
