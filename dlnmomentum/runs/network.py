@@ -216,13 +216,9 @@ class NetworkRun(RunStateMixin):
             names = ("params",) if c.record_params else ()
             blocks = list(blocks) or [(self.new_block(0), 0)]
             trajectory = trajectory_from_blocks(blocks, self.problem.n_params, self.time_of_step, names)
-        with np.errstate(over="ignore", invalid="ignore"):
-            norm = float(np.sqrt(self.params @ self.params))
-        top = float(np.abs(self.params).max(initial=0.0))
-        if 0.0 < top < np.inf and not 1e-150 <= top <= 1e150:
-            # the sum of squares overflows (teacher_student(init_scale=1e200): finite parameters, |params| = inf)
-            # or underflows: the scaled norm there, the plain one (its bits unchanged) elsewhere
-            norm = norm2(self.params)
+        # (norm2: the plain norm's bits, scaled where the sum of squares overflows (teacher_student(init_scale=1e200):
+        # finite parameters, |params| = inf) or underflows)
+        norm = norm2(self.params)
         return NetworkResult(
             kind=c.kind, config=c, status=int(status), steps_done=self.done,
             gamma=c.gamma, beta=c.beta, lam=c.lam, eps=c.eps,
