@@ -19,6 +19,10 @@ from .theory._float64 import norm2  # noqa: F401 (the summaries' norm, re-export
 #: theorems describe the limit); the threshold of the paper's Figure 4 and of sweeps' ``theory_tol``.
 PREDICTION_TRAIN_LOSS = 1e-8
 
+#: What a summary prints for a quantity of the limit (Δ∞, S± or I±, θ̃0) of a diverged run, which has none (the
+#: summary's note says why; the result's fields keep the values at its last point).
+DIVERGED_LIMIT_TEXT = "n/a (the run diverged, see note)"
+
 
 def test_loss_text(value):
     """A summary's test loss: ``nan`` is said to be the absent test set (the one way it is NaN)."""

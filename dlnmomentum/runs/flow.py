@@ -59,6 +59,7 @@ from ..kernels import flow as K
 from ..kernels import flow_run as KR
 from ..kernels.flow_rodas import H_MIN_REL
 from ..results import (
+    DIVERGED_LIMIT_TEXT,
     ResultMixin,
     Trajectory,
     new_record_block,
@@ -256,7 +257,7 @@ class FlowResult(ResultMixin):
         (as :meth:`MGDResult._theorem2_lines <dlnmomentum.runs.mgd.MGDResult._theorem2_lines>`): not printed as
         results, a note says why; the fields keep the values at its last point."""
         if self.status == Status.DIVERGED:
-            na = "n/a (the run diverged, see note)"
+            na = DIVERGED_LIMIT_TEXT
             return [f"|Delta_inf|   : {na}", f"I+- (mean)    : {na}", f"|theta0~|max  : {na}",
                     f"note          : Delta_inf, I+-, theta0~ describe the limit of a converging flow (Theorem 1); "
                     f"this run diverged at t = {self.t_done:g}, so they have none (the result's fields hold their "

@@ -20,6 +20,7 @@ from ..kernels import mgd as K
 from ..kernels.rng import _fill_batches, _seed_state
 from ..problem import Problem
 from ..results import (
+    DIVERGED_LIMIT_TEXT,
     ResultMixin,
     Trajectory,
     new_record_block,
@@ -148,7 +149,7 @@ class MGDResult(ResultMixin):
         if they were results; the fields keep them."""
         min_delta = f"min_k min_i Delta: {self.min_delta.min():.3e}"
         if self.status == Status.DIVERGED:
-            na = "n/a (the run diverged, see note)"
+            na = DIVERGED_LIMIT_TEXT
             return [f"|Delta_inf|  : {na}   {min_delta}", f"S+- (mean)   : {na}", f"|theta0~|max : {na}"]
         return [f"|Delta_inf|  : {norm2(self.delta_inf):.6e}   {min_delta}",
                 f"S+ (mean)    : {self.s_plus.mean():.6e}   S- (mean): {self.s_minus.mean():.6e}",
