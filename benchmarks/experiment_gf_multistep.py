@@ -19,7 +19,8 @@ iterations, tolerance max(10ε/rtol, min(0.03, √rtol))) or a CVODE-like one (t
 converged when the scaled correction times min(1, rate) is under ``NEWTON_TOL_CVODE``).
 
 Measured side by side, each the minimum over ``ROUNDS``: the package's call ``dm.gf(problem, t_max=1e7,
-tol=1e-20, alpha=0.01)`` (Rodas5P in P), the NDF in z at several rtol, numbalsoda's LSODA in z (if installed;
+tol=1e-20, alpha=0.01)`` (since 2026-11-27 the NDF in P, ``kernels/flow_ndf.py``) and the same with
+``scheme="rodas"`` (Rodas5P in P), the NDF in z at several rtol, numbalsoda's LSODA in z (if installed;
 a Numba cfunc right-hand side, difference Jacobian) and SciPy's LSODA in w± at rtol 1e-10 (the peer of
 ``bench_rodas.py``). Accuracy: max|θ(20) − θ_ref(20)| and max|G₂(20) − G₂_ref(20)| against SciPy's Radau in z
 at rtol 1e-13, atol 1e-16 with the analytic Jacobian (the package's θ at the end is not a measure of accuracy
@@ -395,13 +396,16 @@ def main():
     g2_ref = ref.y[n:, -1]
     rows = []
 
-    # the package: Rodas5P in P, the whole call
-    dm.gf(problem, t_max=T_MAX, tol=TOL, alpha=ALPHA)
-    res, sec = _best(lambda: dm.gf(problem, t_max=T_MAX, tol=TOL, alpha=ALPHA))
-    at20 = dm.gf(problem, t_max=T_CHECK, alpha=ALPHA, scheme="rodas")
-    rows.append(("package, Rodas5P in P (default rtol 1e-9)", sec, res.steps_done, res.rhs_evaluations,
-                 res.factorizations, float(res.t_done), np.abs(at20.theta - theta_ref).max(),
-                 np.abs(at20.j_plus - g2_ref).max()))
+    # the package, the whole call: its default (the NDF in P since 0.6.0) and Rodas5P in P
+    for scheme, name in (("ndf", "package, NDF in P (default: auto, rtol 1e-11)"),
+                         ("rodas", "package, Rodas5P in P (scheme rodas, rtol 1e-9)")):
+        kw = {} if scheme == "ndf" else dict(scheme=scheme)
+        dm.gf(problem, t_max=T_MAX, tol=TOL, alpha=ALPHA, **kw)
+        res, sec = _best(lambda kw=kw: dm.gf(problem, t_max=T_MAX, tol=TOL, alpha=ALPHA, **kw))
+        assert res.config.scheme == scheme
+        at20 = dm.gf(problem, t_max=T_CHECK, alpha=ALPHA, scheme=scheme)
+        rows.append((name, sec, res.steps_done, res.rhs_evaluations, res.factorizations, float(res.t_done),
+                     np.abs(at20.theta - theta_ref).max(), np.abs(at20.j_plus - g2_ref).max()))
 
     # the NDF in z
     state = np.zeros(n + d)

@@ -33,10 +33,10 @@ class Record:
         Explicit times (flows only), rounded to the integration grid (an adaptive flow records at the times
         themselves), within ``[0, t_max]``.
     accepted : True, optional
-        Every accepted step of the adaptive scheme ``"rodas"`` (flows only): the initial point and the point
+        Every accepted step of an adaptive scheme (``"rodas"``, ``"ndf"``; flows only): the initial point and the point
         after each step, where the solver put it (``step`` its number, ``time`` its time). How many rows
         that is is known only at the end (about a thousand for a flow to train loss 1e-20). A flow with
-        ``scheme="auto"`` takes ``"rodas"`` for it; a run on a grid records every step with ``every=1``
+        ``scheme="auto"`` takes an adaptive scheme for it; a run on a grid records every step with ``every=1``
         (discrete) or ``every=h`` (flows).
 
     The initial state (step 0) and the final step of the budget are always
@@ -58,7 +58,7 @@ class Record:
             raise ValueError("Record takes exactly one of every=, log=, steps=, times=, accepted=True; got "
                              f"{given or 'none'}")
         if self.accepted is not None and self.accepted is not True:
-            raise ValueError(f"accepted must be True (record every accepted step of scheme 'rodas') or left out, "
+            raise ValueError(f"accepted must be True (record every accepted step of an adaptive scheme) or left out, "
                              f"got {self.accepted!r}")
         if self.every is not None:
             as_float("every", self.every, low=0.0, low_open=True)
@@ -78,8 +78,8 @@ class Record:
         built), also for tens of millions of rows.
         """
         if self.accepted:
-            raise ValueError("Record(accepted=True) records the accepted steps of the adaptive scheme 'rodas' (flows); "
-                             "a run on a grid records every step with Record(every=1) (discrete runs) or "
+            raise ValueError("Record(accepted=True) records the accepted steps of an adaptive scheme ('rodas', 'ndf'; "
+                             "flows); a run on a grid records every step with Record(every=1) (discrete runs) or "
                              "Record(every=h) (flows on a grid)")
         n_steps = int(n_steps)
         if self.every is not None and h is not None and float(self.every) / h > 1.0:
@@ -145,8 +145,8 @@ class Record:
         if self.accepted:  # (no times: the rows come from the solver's steps, AdaptiveFlowRun.record_accepted)
             return np.zeros(0, dtype=np.float64)
         if self.steps is not None:
-            raise ValueError("Record(steps=...) counts grid steps, and the adaptive scheme 'rodas' has no grid: "
-                             "record with every= or times= (time units) or log=, or choose a fixed-step scheme")
+            raise ValueError("Record(steps=...) counts grid steps, and the adaptive schemes ('rodas', 'ndf') have no "
+                             "grid: record with every= or times= (time units) or log=, or choose a fixed-step scheme")
         if self.every is not None:
             count = t_max / float(self.every)
             if count > MAX_RECORD_ROWS:

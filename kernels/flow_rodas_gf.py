@@ -121,17 +121,24 @@ def _factor_mirror(H, c, wp, wm, sig, N, NT, piv):
 
 
 @njit(**INLINE_JIT_OPTIONS)
+def _solve_p_rows(how, sig, N, NT, piv, t):
+    """t ← (I + cHΣ)⁻¹ t, in place, with the factorisation ``how`` of :func:`_factor_mirror` (also the Newton
+    matrix of the NDF of :mod:`.flow_ndf`)."""
+    if how == 3:
+        _cholesky_solve(N, NT, t)
+        for i in range(sig.shape[0]):
+            t[i] /= sig[i]
+    else:
+        _lu_solve(NT, piv, t)
+
+
+@njit(**INLINE_JIT_OPTIONS)
 def _solve_mirror(how, sig, N, NT, piv, g0, R, Kout, t):
     """Kout = (I - cA)⁻¹ R for the factorisation ``how`` of :func:`_factor_mirror` (module docstring)."""
     d = sig.shape[0]
     for i in range(d):
         t[i] = R[MIRROR_P, i]
-    if how == 3:
-        _cholesky_solve(N, NT, t)
-        for i in range(d):
-            t[i] /= sig[i]
-    else:
-        _lu_solve(NT, piv, t)
+    _solve_p_rows(how, sig, N, NT, piv, t)
     for i in range(d):
         Kout[MIRROR_P, i] = t[i]
         Kout[MIRROR_G2, i] = R[MIRROR_G2, i] + 2.0 * g0[i] * (t[i] - R[MIRROR_P, i])

@@ -161,20 +161,19 @@ def _crossings(Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time,
 def _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s, step, t_rec, row, theta, g, resid, wp_buf,
             wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm):
     """Row ``row`` of the record buffers: the dense output at fraction ``s`` of the last step (gradient flow:
-    of P, the weights from :func:`.flow_rodas_gf._weights`, ẇ± from the vector field)."""
+    of P, the row from :func:`_record_mirror`)."""
     d = theta.shape[0]
     if gf:
         for i in range(d):
-            theta[i] = _dense_at(dense, 0, i, s)  # (P here, θ below)
-        _weights(w_init, theta, wp_buf, wm_buf)
-    else:
-        for i in range(d):
-            wp_buf[i] = _dense_at(dense, 0, i, s)
-            wm_buf[i] = _dense_at(dense, 1, i, s)
+            theta[i] = _dense_at(dense, 0, i, s)  # (P here; _record_mirror overwrites it with θ)
+        _record_mirror(X, y, XT, H, b, mode, w_init, X_test, y_test, theta, step, t_rec, row, theta, g, resid, wp_buf,
+                       wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
+        return
+    for i in range(d):
+        wp_buf[i] = _dense_at(dense, 0, i, s)
+        wm_buf[i] = _dense_at(dense, 1, i, s)
     for i in range(d):
         theta[i] = (wp_buf[i] * wp_buf[i] - wm_buf[i] * wm_buf[i]) * 0.25
-    if gf:
-        _gradient(X, XT, y, H, b, mode, theta, d, resid, g)
     rec_step[row] = step
     rec_time[row] = t_rec
     for i in range(d):
@@ -184,12 +183,33 @@ def _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s, step, t_
         rec_vectors[row, REC_W_PLUS, i] = wp
         rec_vectors[row, REC_W_MINUS, i] = wm
         rec_vectors[row, REC_DELTA, i] = abs(wp * wm)
-        if gf:
-            rec_vp[row, i] = -g[i] * wp
-            rec_vm[row, i] = g[i] * wm
-        else:
-            rec_vp[row, i] = _dense_at(dense, 2, i, s)
-            rec_vm[row, i] = _dense_at(dense, 3, i, s)
+        rec_vp[row, i] = _dense_at(dense, 2, i, s)
+        rec_vm[row, i] = _dense_at(dense, 3, i, s)
+    _record_losses(X, y, X_test, y_test, theta, row, rec_losses)
+
+
+@njit(**JIT_OPTIONS)
+def _record_mirror(X, y, XT, H, b, mode, w_init, X_test, y_test, P, step, t_rec, row, theta, g, resid, wp_buf, wm_buf,
+                   rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm):
+    """Row ``row`` of the record buffers of gradient flow at the mirror point ``P``: w± = w±(0)e^{∓P}
+    (:func:`.flow_rodas_gf._weights`), θ, Δ, the losses and ẇ± = ∓∇L(θ)⊙w± from the vector field. ``P`` may be
+    ``theta`` itself (it is read before θ is written)."""
+    d = theta.shape[0]
+    _weights(w_init, P, wp_buf, wm_buf)
+    for i in range(d):
+        theta[i] = (wp_buf[i] * wp_buf[i] - wm_buf[i] * wm_buf[i]) * 0.25
+    _gradient(X, XT, y, H, b, mode, theta, d, resid, g)
+    rec_step[row] = step
+    rec_time[row] = t_rec
+    for i in range(d):
+        wp = wp_buf[i]
+        wm = wm_buf[i]
+        rec_vectors[row, REC_THETA, i] = theta[i]
+        rec_vectors[row, REC_W_PLUS, i] = wp
+        rec_vectors[row, REC_W_MINUS, i] = wm
+        rec_vectors[row, REC_DELTA, i] = abs(wp * wm)
+        rec_vp[row, i] = -g[i] * wp
+        rec_vm[row, i] = g[i] * wm
     _record_losses(X, y, X_test, y_test, theta, row, rec_losses)
 
 
@@ -295,6 +315,36 @@ def _at_rounding_floor(X, y, theta, loss, x_max, y_max):
 
 
 @njit(**JIT_OPTIONS)
+def _stalled(X, y, theta, loss, x_max, y_max, sstate, point):
+    """The stall rule at the accepted point number ``point`` (1 + the steps before it) with train loss ``loss`` at
+    θ (:func:`_rodas_advance`'s docstring): counts it in ``sstate`` (once, however many calls see the point) and
+    returns whether the run has stalled."""
+    if sstate[FLOOR_POINT] != point:  # (a later call sees the same point again: counted once)
+        sstate[FLOOR_POINT] = point
+        if _at_rounding_floor(X, y, theta, loss, x_max, y_max):
+            if sstate[FLOOR_COUNT] == 0.0 or loss < FLOOR_GAIN * sstate[FLOOR_REF]:
+                sstate[FLOOR_COUNT] = 1.0
+                sstate[FLOOR_REF] = loss
+            else:
+                sstate[FLOOR_COUNT] += 1.0
+        else:
+            sstate[FLOOR_COUNT] = 0.0
+    return sstate[FLOOR_COUNT] > FLOOR_STEPS
+
+
+@njit(**JIT_OPTIONS)
+def _data_bounds(X, y):
+    """The largest |X| and |y| (the bounds of :func:`_at_rounding_floor`'s cheap test)."""
+    x_max = 0.0
+    y_max = 0.0
+    for m in range(X.shape[0]):
+        y_max = max(y_max, abs(y[m]))
+        for j in range(X.shape[1]):
+            x_max = max(x_max, abs(X[m, j]))
+    return x_max, y_max
+
+
+@njit(**JIT_OPTIONS)
 def _rodas_advance(
     X, XT, y, H, b, X_test, y_test, w_init, lam, mode, tol, t_max, rtol, atol,
     fstate, istate, counters, sstate, dense, n_steps,
@@ -367,13 +417,7 @@ def _rodas_advance(
             Y1[r, i] = fstate[r, i]  # (rows a step leaves alone, as J± of a crossed coordinate, stay)
     n_record = record_times.shape[0]
     capacity = rec_step.shape[0]
-    x_max = 0.0  # (bounds of the stall rule's cheap test)
-    y_max = 0.0
-    if tol >= 0.0:
-        for m in range(n):
-            y_max = max(y_max, abs(y[m]))
-            for j in range(d):
-                x_max = max(x_max, abs(X[m, j]))
+    x_max, y_max = _data_bounds(X, y) if tol >= 0.0 else (0.0, 0.0)  # (bounds of the stall rule's cheap test)
     if gf:
         for i in range(d):
             Z0[MIRROR_P, i] = Y0[P_INT, i]
@@ -428,20 +472,9 @@ def _rodas_advance(
             if loss <= tol:
                 status = CONVERGED
                 break
-            point = counters[STEPS_DONE] + 1.0
-            if sstate[FLOOR_POINT] != point:  # (a later call sees the same point again: counted once)
-                sstate[FLOOR_POINT] = point
-                if _at_rounding_floor(X, y, theta, loss, x_max, y_max):
-                    if sstate[FLOOR_COUNT] == 0.0 or loss < FLOOR_GAIN * sstate[FLOOR_REF]:
-                        sstate[FLOOR_COUNT] = 1.0
-                        sstate[FLOOR_REF] = loss
-                    else:
-                        sstate[FLOOR_COUNT] += 1.0
-                else:
-                    sstate[FLOOR_COUNT] = 0.0
-                if sstate[FLOOR_COUNT] > FLOOR_STEPS:
-                    status = STALLED
-                    break
+            if _stalled(X, y, theta, loss, x_max, y_max, sstate, counters[STEPS_DONE] + 1.0):
+                status = STALLED
+                break
         if taken >= n_steps:
             break
         h = sstate[H_NEXT]

@@ -60,12 +60,12 @@ CASES = [
     (FLOW + ["--scheme", "rodas", "--rtol", "1"], "--rtol must be in [1e-15, 0.01]"),
     (FLOW + ["--scheme", "rodas", "--atol", "2"], "--atol must be in [1e-300, 1]"),
     (FLOW + ["--scheme", "rodas", "--max-steps", "0"], "--max-steps must be an integer in [1, "),
-    (FLOW + ["--scheme", "rk4", "--rtol", "1e-5"], "--rtol is for scheme 'rodas'"),
+    (FLOW + ["--scheme", "rk4", "--rtol", "1e-5"], "--rtol is for the adaptive schemes"),
     (FLOW + ["--scheme", "rodas", "--h", "0.1"], "--h is for the fixed-grid schemes"),
-    (FLOW + ["--scheme", "rk4", "--record-accepted"], "Record(accepted=True) records the steps of the adaptive "
-     "scheme 'rodas', which --scheme rk4 rules out"),
-    (FLOW + ["--h", "0.1", "--record-accepted"], "Record(accepted=True) records the steps of the adaptive "
-     "scheme 'rodas', which --h rules out; a flow on a grid records every step with Record(every=h)"),
+    (FLOW + ["--scheme", "rk4", "--record-accepted"], "Record(accepted=True) records the steps of an adaptive "
+     "scheme ('rodas'), which --scheme rk4 rules out"),
+    (FLOW + ["--h", "0.1", "--record-accepted"], "Record(accepted=True) records the steps of an adaptive "
+     "scheme ('rodas'), which --h rules out; a flow on a grid records every step with Record(every=h)"),
     (FLOW + ["--record-every", "-1"], "--record-every must be in (0, inf)"),
     (FLOW + ["--scheme", "rodas", "--record-every", "1e-9"], "--record-every must be at least --t-max/1e+08"),
     (FLOW + ["--record-log", "0"], "--record-log must be an integer in [1, "),

@@ -269,13 +269,13 @@ def test_stability_region_and_default_step(problem):
 
 
 def test_validation(problem):
-    with pytest.raises(ValueError, match="scheme must be one of 'rk4', 'exp-rk4', 'rodas', 'auto'"):
+    with pytest.raises(ValueError, match="scheme must be one of 'rk4', 'exp-rk4', 'rodas', 'ndf', 'auto'"):
         dm.mgf(problem, 1e-3, t_max=1.0, scheme="etd")
-    with pytest.raises(ValueError, match="scheme must be 'rk4', 'rodas' or 'auto' for gradient flow"):
+    with pytest.raises(ValueError, match="scheme must be 'rk4', 'rodas', 'ndf' or 'auto' for gradient flow"):
         dm.gf(problem, t_max=1.0, scheme="exp-rk4")
     with pytest.raises(ValueError, match=r"h must be in \(0, .*\] for MGF\(lambda=0.001\) with scheme 'exp-rk4'"):
         dm.mgf(problem, 1e-3, t_max=10.0, h=1.0, scheme="exp-rk4")
-    with pytest.raises(ValueError, match="scheme must be 'rk4', 'rodas' or 'auto' for a line with lam = 0"):
+    with pytest.raises(ValueError, match="scheme must be 'rk4', 'rodas', 'ndf' or 'auto' for a line with lam = 0"):
         dm.sweep(problem, lams=[0.0, 0.1], t_max=1.0, scheme="exp-rk4")
     with pytest.raises(ValueError, match="scheme is for flow sweeps"):
         dm.sweep(problem, gammas=[0.1], betas=[0.5], steps=10, scheme="rk4")
@@ -422,7 +422,7 @@ def test_cli_flow_scheme(capsys):
     assert main(["flow", "--lam", "1e-4", "--t-max", "2", "--json", "--scheme", "rk4", *small]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["scheme"] == "rk4"
     assert main(["flow", "--gf", "--t-max", "2", "--scheme", "exp-rk4", *small]) == 2
-    assert "scheme must be 'rk4', 'rodas' or 'auto' for gradient flow" in capsys.readouterr().err
+    assert "scheme must be 'rk4', 'rodas', 'ndf' or 'auto' for gradient flow" in capsys.readouterr().err
     assert main(["sweep", "--lams", "1e-4,0.5", "--t-max", "2", "--scheme", "exp-rk4", "--json", *small]) == 0
     assert json.loads(capsys.readouterr().out)["complete"]
     assert main(["sweep", "--lams", "0,0.5", "--t-max", "2", "--scheme", "exp-rk4", *small]) == 2

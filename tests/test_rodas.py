@@ -352,7 +352,7 @@ def _second_problem():
 def test_runs_to_train_loss_1e_20_and_theorem_1(problem, which, lam):
     p = problem if which == "paper" else _second_problem()
     res = dm.mgf(p, lam, t_max=1e7, tol=1e-20) if lam else dm.gf(p, t_max=1e7, tol=1e-20)
-    assert res.config.scheme == "rodas"  # auto: a tol stopping rule
+    assert res.config.scheme == ("rodas" if lam else "ndf")  # auto: a tol stopping rule
     assert res.status_name == "converged" and res.train_loss <= 1e-20
     assert res.prediction_gap <= 1e-8
     assert res.steps_done < 20_000
@@ -441,7 +441,7 @@ def test_store_round_trip_and_sigkill_then_resume_bit_for_bit(problem, tmp_path,
     """(Gradient flow resumes from P in the state rows and w±(0) rebuilt from the store's u0, v0.)"""
     kwargs = dict(t_max=1e6, tol=1e-20, record=dm.Record(log=200))
     live = dm.mgf(problem, lam, **kwargs)
-    assert live.config.scheme == "rodas"
+    assert live.config.scheme == ("rodas" if lam else "ndf")
     path = tmp_path / "flow.h5"
     out = sigkill_adaptive_flow(path, lam, "dm.Record(log=200)", kill_at_chunk=23)
     assert out.returncode == -signal.SIGKILL, out.stderr
@@ -468,27 +468,32 @@ def test_sweep_points_are_the_single_runs(problem):
         p = problem if rep == 0 else dm.sparse_regression(n=20, d=30, s=5, seed=1)
         for k, lam in enumerate(lams):
             single = dm.mgf(p, lam, t_max=1e7, tol=1e-20) if lam else dm.gf(p, t_max=1e7, tol=1e-20)
-            assert single.config.scheme == "rodas"
+            assert single.config.scheme == ("rodas" if lam else "ndf")
             assert np.array_equal(np.asarray(sw.data["theta"])[rep, k], single.theta)
             assert np.asarray(sw.data["steps_done"])[rep, k] == single.steps_done
 
 
 # -- choices and refusals -----------------------------------------------------------------------------
 
-def test_auto_takes_rodas_for_long_horizons_only(problem):
+def test_auto_takes_an_adaptive_scheme_for_long_horizons_only(problem):
     assert dm.mgf(problem, 0.5, t_max=50.0).config.scheme == "rk4"
     assert dm.mgf(problem, 0.5, t_max=50.0, tol=1e-3).config.scheme == "rodas"
     assert prepare_flow_run(problem, 0.5, t_max=1e6).config.scheme == "rodas"  # 1e6/h grid steps
     assert prepare_flow_run(problem, 0.5, t_max=50.0, tol=1e-3, h=0.01).config.scheme == "rk4"  # a grid asked for
     assert prepare_flow_run(problem, 0.5, t_max=50.0, rtol=1e-8).config.scheme == "rodas"
-    assert prepare_flow_run(problem, 0.0, t_max=1e6).config.scheme == "rodas"
+    assert prepare_flow_run(problem, 0.0, t_max=1e6).config.scheme == "ndf"  # gradient flow: the NDF
+    assert dm.gf(problem, t_max=50.0, tol=1e-3).config.scheme == "ndf"
+    assert prepare_flow_run(problem, 0.0, t_max=50.0, rtol=1e-8).config.scheme == "ndf"
+    assert prepare_flow_run(problem, 0.0, t_max=50.0, record=dm.Record(accepted=True)).config.scheme == "ndf"
+    assert dm.gf(problem, t_max=50.0).config.scheme == "rk4"
 
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(scheme="rodas", h=0.01), "h is for the fixed-grid schemes"),
     (dict(scheme="rodas", record=dm.Record(steps=[1, 2])), "Record"),
     (dict(scheme="rodas", refine_start=(1.0, 4)), "refine_start"),
-    (dict(scheme="rk4", rtol=1e-8), "rtol is for scheme 'rodas'"),
+    (dict(scheme="rk4", rtol=1e-8), r"rtol is for the adaptive schemes \('rodas'\)"),
+    (dict(scheme="ndf"), "scheme 'ndf' is for gradient flow"),
     (dict(scheme="rodas", rtol=0.5), "rtol must be"),
     (dict(scheme="rodas", atol=-1.0), "atol must be"),
     (dict(scheme="rodas", max_steps=0), "max_steps must be"),

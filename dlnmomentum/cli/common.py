@@ -191,7 +191,8 @@ def add_record_arguments(parser, every_type, every_help, accepted=False):
     g.add_argument("--record-every", type=every_type, default=None, help=every_help)
     if accepted:
         g.add_argument("--record-accepted", action="store_true",
-                       help="record the point of every accepted step of the adaptive scheme (rodas; auto takes it)")
+                       help="record the point of every accepted step of an adaptive scheme (rodas, ndf; auto takes "
+                            "one)")
 
 
 def record_from_args(args):

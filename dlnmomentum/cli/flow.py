@@ -48,13 +48,17 @@ def _flow(args, problem, refine):
 def register(subparsers):
     """Add the ``dlnm flow`` sub-command."""
     p = subparsers.add_parser(
-        "flow", help="integrate momentum gradient flow MGF(lambda) or gradient flow (RK4, exponential RK4, Rodas5P)",
+        "flow", help="integrate momentum gradient flow MGF(lambda) or gradient flow (RK4, exponential RK4, Rodas5P, "
+                     "NDF)",
         description="Integrate MGF(lambda): lambda w'' + w' + grad F(w) = 0 (or gradient flow with --gf) "
                     "on a 2-layer diagonal linear network, with the paper's integrals and every sign crossing of w+ "
                     "and w-, and print a summary. Schemes (--scheme): fixed-step RK4; an exponential RK4 that "
-                    "integrates the fast mode -1/lambda exactly (small lambda); or rodas, the adaptive Rosenbrock "
-                    "method Rodas5P for long horizons (runs to --tol 1e-20 at t ~ 1e5-1e6 in about a thousand steps). "
-                    "auto (the default) takes rodas with --tol or a long --t-max, else the cheaper fixed-step one.")
+                    "integrates the fast mode -1/lambda exactly (small lambda); or the adaptive schemes for long "
+                    "horizons (runs to --tol 1e-20 at t ~ 1e5-1e6 in one to two thousand steps): rodas, the "
+                    "Rosenbrock method Rodas5P, and, for gradient flow only, ndf, a variable-order NDF (about twice as "
+                    "fast there). "
+                    "auto (the default) takes an adaptive one (ndf for gradient flow, rodas for MGF) with --tol or a "
+                    "long --t-max, else the cheaper fixed-step one.")
     # (it said "lambda > 0", but 0 is accepted: MGF(0) is gradient flow, as the library's mgf takes it)
     p.add_argument("--lam", type=float, default=None, help="lambda of MGF(lambda), >= 0 (0: gradient flow, as --gf)")
     p.add_argument("--gf", action="store_true", help="gradient flow (lambda = 0) instead of MGF")
@@ -63,18 +67,21 @@ def register(subparsers):
                    "curvature)")
     p.add_argument("--alpha", type=float, default=0.01, help="initialisation scale (u0 = alpha, v0 = 0)")
     p.add_argument("--tol", type=float, default=None, help="stop when the train loss is <= tol (status converged; "
-                   "without it a run ends at --t-max, status max_steps; with rodas, a tol below the loss's float64 "
-                   "rounding floor ends the run 'stalled' there)")
+                   "without it a run ends at --t-max, status max_steps; with rodas or ndf, a tol below the loss's "
+                   "float64 rounding floor ends the run 'stalled' there)")
     p.add_argument("--no-refine-start", action="store_true", help="no refined steps at the start")
-    p.add_argument("--scheme", choices=("auto", "rk4", "exp-rk4", "rodas"), default="auto",
+    p.add_argument("--scheme", choices=("auto", "rk4", "exp-rk4", "rodas", "ndf"), default="auto",
                    help="stepper: classic RK4, the exponential RK4 (the fast mode -1/lambda exactly: a step set by "
-                        "the gradient time scale, for small lambda), rodas (adaptive, L-stable: long horizons) or "
-                        "auto (rodas with --tol or a long --t-max, else the cheaper fixed-step one; default)")
-    p.add_argument("--rtol", type=float, default=None, help="rodas: relative tolerance in [1e-15, 1e-2] (default 1e-9)")
+                        "the gradient time scale, for small lambda), rodas (adaptive, L-stable: long horizons), ndf "
+                        "(adaptive multistep, gradient flow only: long horizons) or auto (ndf for gradient flow, "
+                        "rodas for MGF, with --tol or a long --t-max, else the cheaper fixed-step one; default)")
+    p.add_argument("--rtol", type=float, default=None, help="rodas, ndf: relative tolerance in [1e-15, 1e-2] "
+                   "(default 1e-9 for rodas, 1e-11 for ndf)")
     p.add_argument("--atol", type=float, default=None,
-                   help="rodas: absolute tolerance in [1e-300, 1] (default 1e-11; for MGF, scaled down in "
-                        "proportion to --alpha below 0.01)")
-    p.add_argument("--max-steps", type=parse_int, default=None, help="rodas: budget of accepted steps (default 1e8)")
+                   help="rodas, ndf: absolute tolerance in [1e-300, 1] (default 1e-11 for rodas, for MGF scaled down "
+                        "in proportion to --alpha below 0.01; 1e-13 for ndf)")
+    p.add_argument("--max-steps", type=parse_int, default=None, help="rodas, ndf: budget of accepted steps (default "
+                   "1e8)")
     add_record_arguments(p, float, "record every T time units (T > 0)", accepted=True)
     p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store file")

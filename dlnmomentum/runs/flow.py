@@ -72,6 +72,7 @@ from ..status import DIVERGED, Status
 from ..validate import ParameterValueError, as_array, as_float, as_int, check_data_scale
 from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
 from .stepping import (
+    ADAPTIVE_SCHEMES,
     DEFAULT_MAX_CROSSINGS,
     GRID_SCHEMES,
     as_lam,
@@ -94,8 +95,9 @@ class FlowConfig(NamedTuple):
     ``h`` is the grid step actually used (``t_max/n_steps``); the first ``start_steps``
     grid steps are each made of ``start_substeps`` RK4 steps. ``scheme`` is the stepper used,
     ``"rk4"`` (:mod:`dlnmomentum.kernels.flow`), ``"exp-rk4"`` (:mod:`dlnmomentum.kernels.flow_exp`) or
-    ``"rodas"`` (:mod:`dlnmomentum.kernels.flow_rodas`, adaptive: then ``h`` is 0 (no grid), ``n_steps`` the budget
-    of accepted steps and ``rtol``/``atol`` its tolerances; :mod:`dlnmomentum.runs.flow_adaptive`),
+    ``"rodas"`` (:mod:`dlnmomentum.kernels.flow_rodas`) or, for gradient flow, ``"ndf"``
+    (:mod:`dlnmomentum.kernels.flow_ndf`), adaptive: then ``h`` is 0 (no grid), ``n_steps`` the budget
+    of accepted steps and ``rtol``/``atol`` its tolerances (:mod:`dlnmomentum.runs.flow_adaptive`),
     never ``"auto"`` (resolved when the run is made; stores written before it existed read as ``"rk4"``).
     """
 
@@ -276,7 +278,7 @@ class FlowResult(ResultMixin):
             head += f"  scheme={c.scheme}"
         start = (f"  refined start [0, {c.start_time:g}) x{c.start_substeps}" if c.start_steps and
                  c.start_substeps > 1 else "")
-        if c.scheme == "rodas":
+        if c.scheme in ADAPTIVE_SCHEMES:
             grid = (f"adaptive, rtol={c.rtol:g} atol={c.atol:g}: {self.steps_done} steps accepted, "
                     f"{self.rejected_steps} rejected, last h="
                     + (f"{self.h:.4g}" if self.steps_done else "- (no step)"))
@@ -298,7 +300,7 @@ class FlowResult(ResultMixin):
         if self.trajectory is not None:
             lines.append(f"recorded      : {len(self.trajectory)} rows")
         lines += self._theta0_tilde_notes("note          ")  # (|theta0~|max : inf at lambda = 1e6, said why)
-        if self.config.scheme == "rodas" and self.status == Status.DIVERGED:
+        if self.config.scheme in ADAPTIVE_SCHEMES and self.status == Status.DIVERGED:
             # the adaptive scheme rejects a step whose point overflows: "diverged" is its step size falling below
             # H_MIN_REL·t, which a blow-up causes, and so does a horizon where t itself leaves too few digits
             why = (": far past the limit, time has too few digits to resolve its last rounding-level drift; pass "

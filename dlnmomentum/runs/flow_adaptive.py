@@ -1,11 +1,13 @@
-r"""The adaptive flow run: MGF(λ) and gradient flow by the Rosenbrock method Rodas5P, for long horizons.
+r"""The adaptive flow run: MGF(λ) and gradient flow by the Rosenbrock method Rodas5P, or gradient flow by the
+variable-order NDF, for long horizons.
 
-The kernel is :func:`dlnmomentum.kernels.flow_rodas_run._rodas_advance` (:mod:`dlnmomentum.kernels.flow_rodas`
-states the
-method, the structured linear algebra, what the error control covers, how crossings and records
-are located on the dense output). This module wraps it in the run protocol of
-:mod:`dlnmomentum.driver`, so that stores, checkpoints, resume and sweeps work as for the fixed-grid
-schemes, with these differences:
+The kernels are :func:`dlnmomentum.kernels.flow_rodas_run._rodas_advance` (``scheme="rodas"``;
+:mod:`dlnmomentum.kernels.flow_rodas` states the method, the structured linear algebra, what the error control
+covers, how crossings and records are located on the dense output) and
+:func:`dlnmomentum.kernels.flow_ndf._ndf_advance` (``scheme="ndf"``, gradient flow only; the same state rows,
+records and statuses, its own solver state: :mod:`dlnmomentum.kernels.flow_ndf`); ``config.scheme`` chooses.
+This module wraps them in the run protocol of :mod:`dlnmomentum.driver`, so that stores, checkpoints, resume and
+sweeps work as for the fixed-grid schemes, with these differences:
 
 * ``total``/``done`` count *accepted steps*; the run ends at ``t_max`` (status ``max_steps``), at
   train loss ``<= tol`` (``converged``), when its budget of steps (``max_steps``) is spent, when the train loss
@@ -15,7 +17,8 @@ schemes, with these differences:
   ``Record(accepted=True)``, at the initial point and after every accepted step (``record_accepted``:
   how many rows is known at the end; ``step`` is the step's number);
 * the checkpointed state adds the solver's state (time, next step, controller history) and the
-  dense output of the last step, so a resumed run is the uninterrupted one bit for bit.
+  dense output of the last step (the NDF: its difference array and the Jacobian's point), so a resumed run is
+  the uninterrupted one bit for bit.
 
 The result is the same :class:`~dlnmomentum.runs.flow.FlowResult` as the fixed-step schemes (every
 integral, crossing and Theorem 1 field), with ``h`` the last step size and the solver's counts in
@@ -28,6 +31,7 @@ takes this scheme for long horizons: :func:`~dlnmomentum.runs.stepping.choose_fl
 
 import numpy as np
 
+from ..kernels import flow_ndf as KN
 from ..kernels import flow_rodas as KR
 from ..kernels import flow_rodas_run as KRR
 from ..results import new_record_block
@@ -36,10 +40,15 @@ from .common import check_gradient_form, check_problem, check_record, initial_we
 from .flow import FlowConfig, FlowRun, _initial_velocity, prepare_flow
 from .stepping import (
     ADAPTIVE_MAX_STEPS,
+    ADAPTIVE_SCHEMES,
+    DEFAULT_ATOL_NDF,
     DEFAULT_MAX_CROSSINGS,
     DEFAULT_RTOL,
+    DEFAULT_RTOL_NDF,
     as_lam,
+    check_scheme,
     choose_flow_scheme,
+    choose_scheme,
     default_atol,
     stiffness_estimate,
 )
@@ -80,8 +89,13 @@ class AdaptiveFlowRun(FlowRun):
         self.record_accepted = bool(record_accepted)
         d = problem.d
         self.counters = np.zeros(KR.N_COUNTERS, dtype=np.int64)
-        self.sstate = np.zeros(KR.N_SSTATE)
-        self.dense = np.zeros((KR.N_DENSE_ROWS, 4, d))
+        if config.scheme == "ndf":  # (kernels/flow_ndf.py: its solver state, difference array, Jacobian's point)
+            self.sstate = np.zeros(KN.N_NDF_SSTATE)
+            self.difference = np.zeros((KN.N_D_ROWS, 2, d))
+            self.p_jac = np.zeros(d)
+        else:
+            self.sstate = np.zeros(KR.N_SSTATE)
+            self.dense = np.zeros((KR.N_DENSE_ROWS, 4, d))
         self.schedule = (np.zeros(0, dtype=np.float64) if schedule is None
                          else np.asarray(schedule, dtype=np.float64))
         self.chunk_steps = adaptive_chunk_steps(problem.n, d)
@@ -151,6 +165,12 @@ class AdaptiveFlowRun(FlowRun):
         p, c = self.problem, self.config
         tol = -1.0 if c.tol is None else c.tol
         X, XT, H, b = self.arrays
+        if c.scheme == "ndf":
+            return KN._ndf_advance(
+                X, XT, p.y, H, b, p.X_test, p.y_test, self.w_init, self.mode, tol, c.t_max, c.rtol, c.atol,
+                self.fstate, self.istate, self.counters, self.sstate, self.difference, self.p_jac, n_steps,
+                self.schedule, self.record_accepted, self.cursor, offset, block["step"], block["time"],
+                block["vectors"], block["losses"], block["w_plus_dot"], block["w_minus_dot"])
         return KRR._rodas_advance(
             X, XT, p.y, H, b, p.X_test, p.y_test, self.w_init, c.lam, self.mode, tol, c.t_max, c.rtol, c.atol,
             self.fstate, self.istate, self.counters, self.sstate, self.dense, n_steps,
@@ -161,33 +181,43 @@ class AdaptiveFlowRun(FlowRun):
 
     def state_arrays(self):
         out = super().state_arrays()
-        out.update(sstate=self.sstate, dense=self.dense)
+        if self.config.scheme == "ndf":
+            out.update(sstate=self.sstate, difference=self.difference, p_jac=self.p_jac)
+        else:
+            out.update(sstate=self.sstate, dense=self.dense)
         return out
 
     def load_state_arrays(self, arrays):
         """As the base class; a checkpoint written before the stall rule (an ``sstate`` of
         ``N_SSTATE_BEFORE_STALL`` entries, 0.6.0 development) continues with that rule's count at 0."""
         sstate = np.asarray(arrays["sstate"])
-        if sstate.shape == (KR.N_SSTATE_BEFORE_STALL,):
+        if self.config.scheme == "rodas" and sstate.shape == (KR.N_SSTATE_BEFORE_STALL,):
             arrays = dict(arrays, sstate=np.concatenate([sstate, np.zeros(KR.N_SSTATE - sstate.size)]))
         super().load_state_arrays(arrays)
 
 
 def make_adaptive_config(problem, lam, t_max, u0, v0, tol=None, gradient="auto", max_crossings=DEFAULT_MAX_CROSSINGS,
-                         rtol=None, atol=None, max_steps=None, kappa=None):
-    """Validate the settings of an adaptive flow into a :class:`~dlnmomentum.runs.flow.FlowConfig`."""
+                         rtol=None, atol=None, max_steps=None, kappa=None, scheme="rodas"):
+    """Validate the settings of an adaptive flow (``scheme`` ``"rodas"`` or ``"ndf"``) into a
+    :class:`~dlnmomentum.runs.flow.FlowConfig`."""
     lam = as_lam("lam", lam)
     t_max = as_float("t_max", t_max, low=0.0, low_open=True)
     tol = as_float("tol", tol, low=0.0, allow_none=True)
     check_gradient_form(gradient)
     max_crossings = as_int("max_crossings", max_crossings, low=0, high=10**8)
-    rtol = DEFAULT_RTOL if rtol is None else as_float("rtol", rtol, low=1e-15, high=1e-2)
-    atol = max(default_atol(lam, u0, v0), 1e-300) if atol is None else as_float("atol", atol, low=1e-300, high=1.0)
+    if rtol is None:
+        rtol = DEFAULT_RTOL_NDF if scheme == "ndf" else DEFAULT_RTOL
+    else:
+        rtol = as_float("rtol", rtol, low=1e-15, high=1e-2)
+    if atol is None:
+        atol = DEFAULT_ATOL_NDF if scheme == "ndf" else max(default_atol(lam, u0, v0), 1e-300)
+    else:
+        atol = as_float("atol", atol, low=1e-300, high=1.0)
     max_steps = ADAPTIVE_MAX_STEPS if max_steps is None else as_int("max_steps", max_steps, low=1, high=MAX_STEPS)
     if kappa is None:  # huge data: refused by name, as the fixed-grid flows do
         kappa = check_data_scale(problem, lambda: stiffness_estimate(problem, u0, v0))
     return FlowConfig(lam=lam, t_max=t_max, h=0.0, n_steps=max_steps, tol=tol, gradient=gradient,
-                      start_steps=0, start_substeps=1, max_crossings=max_crossings, kappa=kappa, scheme="rodas",
+                      start_steps=0, start_substeps=1, max_crossings=max_crossings, kappa=kappa, scheme=scheme,
                       rtol=rtol, atol=atol)
 
 
@@ -214,33 +244,37 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
     if lam_checked == 0.0 and (u_dot0 is not None or v_dot0 is not None):
         raise ValueError("u_dot0 and v_dot0 are the initial velocity of MGF(lam > 0); gradient flow (lam = 0) is a "
                          "first-order flow and has none: leave them out, or give lam > 0")
-    if scheme == "rodas" and fixed_grid:
+    check_scheme(scheme)
+    if scheme == "ndf":
+        choose_scheme(scheme, lam_checked, 0.0)  # (refuses MGF(lam > 0) by name, before any work)
+    adaptive_names = "'rodas' or 'ndf'" if lam_checked == 0.0 else "'rodas'"
+    if scheme in ADAPTIVE_SCHEMES and fixed_grid:
         what = "h" if h is not None else ("refine_start" if not isinstance(refine_start, str) or refine_start != "auto"
                                           else "record=Record(steps=...)")
-        raise ParameterValueError(f"{what} is for the fixed-grid schemes ('rk4', 'exp-rk4'); scheme 'rodas' chooses "
-                                  "its own steps (set rtol/atol) and records at times (Record(every=...), times= or "
-                                  "log=)", what)
+        raise ParameterValueError(f"{what} is for the fixed-grid schemes ('rk4', 'exp-rk4'); scheme {scheme!r} "
+                                  "chooses its own steps (set rtol/atol) and records at times (Record(every=...), "
+                                  "times= or log=)", what)
     if adaptive_args and (scheme in ("rk4", "exp-rk4") or fixed_grid):
         raise ParameterValueError(f"{', '.join(adaptive_args)} {'is' if len(adaptive_args) == 1 else 'are'} for "
-                                  "scheme 'rodas' (the adaptive scheme), which a fixed step h, a start refinement or "
-                                  f"Record(steps=...) rule out; got scheme={scheme!r}", *adaptive_args, "scheme=")
+                                  f"the adaptive schemes ({adaptive_names}), which a fixed step h, a start refinement "
+                                  f"or Record(steps=...) rule out; got scheme={scheme!r}", *adaptive_args, "scheme=")
     accepted = record is not None and bool(record.accepted)
     if accepted and (scheme in ("rk4", "exp-rk4") or fixed_grid):
         what = f"scheme={scheme!r}" if scheme in ("rk4", "exp-rk4") else ("h" if h is not None else "refine_start")
-        raise ParameterValueError(f"Record(accepted=True) records the steps of the adaptive scheme 'rodas', which "
-                                  f"{what} rules out; a flow on a grid records every step with Record(every=h)",
+        raise ParameterValueError(f"Record(accepted=True) records the steps of an adaptive scheme ({adaptive_names}), "
+                                  f"which {what} rules out; a flow on a grid records every step with Record(every=h)",
                                   "scheme=", "h")
     if scheme == "auto" and (adaptive_args or accepted):
-        scheme = "rodas"
-    if scheme in ("auto", "rodas"):
+        scheme = "rodas" if lam_checked > 0.0 else "ndf"
+    if scheme == "auto" or scheme in ADAPTIVE_SCHEMES:
         u0w, v0w = initial_weights(problem.d, alpha, u0, v0)
         kappa = check_data_scale(problem, lambda: stiffness_estimate(problem, u0w, v0w))
         if scheme == "auto":
             scheme = choose_flow_scheme("auto", lam_checked, kappa, t_checked, tol, fixed_grid)
-        if scheme in ("auto", "rodas"):
+        if scheme in ADAPTIVE_SCHEMES:
             u_dot, v_dot = _initial_velocity(problem.d, u_dot0, v_dot0)
             config = make_adaptive_config(problem, lam, t_max, u0w, v0w, tol, gradient, max_crossings, rtol, atol,
-                                          max_steps, kappa)
+                                          max_steps, kappa, scheme)
             schedule = record.time_schedule(config.t_max) if record is not None else None
             return AdaptiveFlowRun(problem, config, u0w, v0w, u_dot, v_dot, schedule,
                                    record_accepted=accepted)

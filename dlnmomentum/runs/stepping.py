@@ -93,9 +93,10 @@ def as_lam(name, lam):
 
 
 #: The stepping schemes of a flow (names stored in run stores) and the automatic choice: the fixed-grid
-#: schemes, then the adaptive one (:mod:`dlnmomentum.kernels.flow_rodas`).
+#: schemes, then the adaptive ones (:mod:`dlnmomentum.kernels.flow_rodas`; gradient flow only:
+#: :mod:`dlnmomentum.kernels.flow_ndf`).
 GRID_SCHEMES = ("rk4", "exp-rk4")
-ADAPTIVE_SCHEMES = ("rodas",)
+ADAPTIVE_SCHEMES = ("rodas", "ndf")
 SCHEMES = GRID_SCHEMES + ADAPTIVE_SCHEMES
 SCHEME_CHOICES = SCHEMES + ("auto",)
 #: Default tolerances of the adaptive scheme: θ within about 1e-11 of SciPy's Radau/DOP853 at rtol 1e-12 on
@@ -103,6 +104,11 @@ SCHEME_CHOICES = SCHEMES + ("auto",)
 #: 1.7x the steps); tests/test_rodas.py checks 1e-10 against the fixed-step schemes and 1e-9 at the limit.
 DEFAULT_RTOL = 1e-9
 DEFAULT_ATOL = 1e-11
+#: Default rtol of the NDF (``"ndf"``, gradient flow): the accuracy along the way of Rodas5P at DEFAULT_RTOL (a
+#: multistep method's global error is about its tolerance; Rodas5P's is far under it): θ(20) within 7e-11 of SciPy's
+#: Radau at rtol 1e-13 on the paper's problem for both (benchmarks/README.md, "Long horizons").
+DEFAULT_RTOL_NDF = 1e-11
+DEFAULT_ATOL_NDF = 1e-13
 #: The initial weight scale at which DEFAULT_ATOL holds; below it (MGF only) the default atol shrinks in
 #: proportion (:func:`default_atol`).
 DEFAULT_ATOL_SCALE = 0.01
@@ -292,9 +298,13 @@ def choose_scheme(scheme, lam, kappa):
     """
     scheme = check_scheme(scheme)
     lam = float(lam)
+    if scheme == "ndf" and lam > 0.0:
+        raise ValueError(f"scheme 'ndf' is for gradient flow (lam = 0), got lam = {lam!r}: MGF(lambda)'s momentum "
+                         "modes are oscillatory, where a BDF of order > 2 is not stable; use 'rodas' (adaptive) or "
+                         "'auto'")
     if scheme == "exp-rk4" and not lam > 0.0:
-        raise ValueError("scheme must be 'rk4', 'rodas' or 'auto' for gradient flow (lam = 0): the exponential scheme "
-                         "integrates the fast mode -1/lambda of MGF(lambda), lambda > 0")
+        raise ValueError("scheme must be 'rk4', 'rodas', 'ndf' or 'auto' for gradient flow (lam = 0): the exponential "
+                         "scheme integrates the fast mode -1/lambda of MGF(lambda), lambda > 0")
     if scheme != "auto":
         return scheme
     if not lam > 0.0:
@@ -306,20 +316,22 @@ def choose_scheme(scheme, lam, kappa):
 def choose_flow_scheme(scheme, lam, kappa, t_max, tol, fixed_grid):
     """The scheme of a flow run, with the adaptive one in the ``"auto"`` choice.
 
-    ``"auto"`` takes ``"rodas"`` (:mod:`dlnmomentum.kernels.flow_rodas`) for a long horizon: a ``tol``
-    stopping rule (runs to the limit θ∞) or a fixed grid of more than :data:`AUTO_ADAPTIVE_STEPS` steps;
+    ``"auto"`` takes an adaptive scheme for a long horizon: a ``tol`` stopping rule (runs to the limit θ∞) or a
+    fixed grid of more than :data:`AUTO_ADAPTIVE_STEPS` steps: ``"rodas"`` (:mod:`dlnmomentum.kernels.flow_rodas`)
+    for MGF(λ > 0), ``"ndf"`` (:mod:`dlnmomentum.kernels.flow_ndf`, the faster on gradient flow) for λ = 0;
     otherwise :func:`choose_scheme`'s fixed-grid choice. ``fixed_grid`` (a user step ``h``, a start
-    refinement or a record schedule in grid steps) asks for a grid: then ``"auto"`` never picks
-    ``"rodas"``, and ``"rodas"`` itself is refused by the caller.
+    refinement or a record schedule in grid steps) asks for a grid: then ``"auto"`` never picks an adaptive
+    scheme, and an adaptive scheme itself is refused by the caller.
     """
     check_scheme(scheme)
     if scheme != "auto" or fixed_grid:
         return choose_scheme(scheme, lam, kappa)
+    adaptive = "rodas" if lam > 0.0 else "ndf"
     if tol is not None:
-        return "rodas"
+        return adaptive
     grid = choose_scheme("auto", lam, kappa)
     steps = float(t_max) / default_step(lam, kappa, grid) if kappa > 0.0 else 0.0
-    return "rodas" if steps > AUTO_ADAPTIVE_STEPS else grid
+    return adaptive if steps > AUTO_ADAPTIVE_STEPS else grid
 
 
 def exp_amplification(lam, h, kappas):

@@ -313,8 +313,12 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
         t_max = as_float("t_max", t_max, low=0.0, low_open=True)
         check_scheme(scheme)
         if scheme == "exp-rk4" and not np.all(lams > 0.0):
-            raise ValueError("scheme must be 'rk4', 'rodas' or 'auto' for a line with lam = 0 (gradient flow): the "
-                             "exponential scheme needs lambda > 0")
+            raise ValueError("scheme must be 'rk4', 'rodas', 'ndf' or 'auto' for a line with lam = 0 (gradient flow): "
+                             "the exponential scheme needs lambda > 0")
+        if scheme == "ndf" and np.any(lams > 0.0):
+            raise ValueError("scheme 'ndf' is for gradient flow (lam = 0), and the line has lam > 0: MGF(lambda)'s "
+                             "momentum modes are oscillatory, where a BDF of order > 2 is not stable; use 'rodas' or "
+                             "'auto' (which takes 'ndf' for the line's lam = 0 points)")
         config.update(kind="mgf", lams=lams.tolist(), t_max=t_max, scheme=scheme)
     return config, problem
 
