@@ -71,12 +71,11 @@ import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, OVERFLOW
-from .flow import CROSS_MINUS, CROSS_PLUS, G2_INT, MAX_W2, MIN_DELTA, P_INT, STEPS_DONE, W_MINUS, W_PLUS, _gradient
+from .flow import CROSS_MINUS, CROSS_PLUS, G2_INT, MAX_W2, MIN_DELTA, P_INT, STEPS_DONE, _gradient
 from .flow_rodas import FAILED, H_LAST, H_MIN_REL, H_NEXT, N_LU, N_RHS, N_SSTATE, REJECTED, T_LAST, T_NOW
 from .flow_rodas_gf import MIRROR_G2, MIRROR_P, N_MIRROR_ROWS, _factor_mirror, _solve_p_rows, _weights
-from .flow_rodas_run import _data_bounds, _mirror_point, _record_mirror, _stalled
-from .mgd import _half_mean_square_residual
-from .status import CONVERGED, DIVERGED, MAX_STEPS, RUNNING, STALLED
+from .flow_rodas_run import _data_bounds, _mirror_point, _record_mirror, _stop_status
+from .status import DIVERGED, MAX_STEPS, RUNNING
 
 # -- the NDF (Shampine & Reichelt 1997), as SciPy's BDF ------------------------------------------
 MAX_ORDER = 5
@@ -215,6 +214,18 @@ def _initial_step(X, XT, y, H, b, mode, w_init, Y0, F0, rtol, atol, t_max, ws):
 
 
 @njit(**JIT_OPTIONS)
+def _note_extremes(fstate, wp, wm):
+    """The running minimum of Δ = |w₊w₋| and maximum of max(w₊², w₋²) in ``fstate`` at the weights ``wp``, ``wm``."""
+    for i in range(wp.shape[0]):
+        delta = abs(wp[i] * wm[i])
+        if delta < fstate[MIN_DELTA, i]:
+            fstate[MIN_DELTA, i] = delta
+        w2 = max(wp[i] * wp[i], wm[i] * wm[i])
+        if w2 > fstate[MAX_W2, i]:
+            fstate[MAX_W2, i] = w2
+
+
+@njit(**JIT_OPTIONS)
 def _fill_rows(X, XT, y, H, b, mode, w_init, D, fstate, istate, wp, wm, theta, g, resid, Z, F, FY):
     """The flow rows of ``fstate`` at the current point D[0] (:func:`.flow_rodas_run._mirror_point`), and its
     running min of Δ and max of w²; False if the weights overflow."""
@@ -230,13 +241,7 @@ def _fill_rows(X, XT, y, H, b, mode, w_init, D, fstate, istate, wp, wm, theta, g
     valid_p = istate[CROSS_PLUS] == 0
     valid_m = istate[CROSS_MINUS] == 0
     _mirror_point(Z, F, g, wp, wm, valid_p, valid_m, fstate, FY)
-    for i in range(d):
-        delta = abs(wp[i] * wm[i])
-        if delta < fstate[MIN_DELTA, i]:
-            fstate[MIN_DELTA, i] = delta
-        w2 = max(wp[i] * wp[i], wm[i] * wm[i])
-        if w2 > fstate[MAX_W2, i]:
-            fstate[MAX_W2, i] = w2
+    _note_extremes(fstate, wp, wm)
     return True
 
 
@@ -352,16 +357,9 @@ def _ndf_advance(
             status = MAX_STEPS
             break
         if tol >= 0.0:
-            for i in range(d):
-                a = fstate[W_PLUS, i]
-                c_ = fstate[W_MINUS, i]
-                theta[i] = (a * a - c_ * c_) * 0.25
-            loss = _half_mean_square_residual(X, y, theta)
-            if loss <= tol:
-                status = CONVERGED
-                break
-            if _stalled(X, y, theta, loss, x_max, y_max, sstate, counters[STEPS_DONE] + 1.0):
-                status = STALLED
+            stop = _stop_status(X, y, fstate, theta, tol, x_max, y_max, sstate, counters[STEPS_DONE] + 1.0)
+            if stop != RUNNING:
+                status = stop
                 break
         if taken >= n_steps:
             break
@@ -508,13 +506,7 @@ def _ndf_advance(
             F[MIRROR_P, q] = g[q]
             F[MIRROR_G2, q] = g[q] * g[q]
         _mirror_point(Z, F, g, wp, wm, istate[CROSS_PLUS] == 0, istate[CROSS_MINUS] == 0, fstate, FY)
-        for i in range(d):
-            delta = abs(wp[i] * wm[i])
-            if delta < fstate[MIN_DELTA, i]:
-                fstate[MIN_DELTA, i] = delta
-            w2 = max(wp[i] * wp[i], wm[i] * wm[i])
-            if w2 > fstate[MAX_W2, i]:
-                fstate[MAX_W2, i] = w2
+        _note_extremes(fstate, wp, wm)
         t_new = t_max if last else t + h
         sstate[T_LAST] = t
         sstate[H_LAST] = h

@@ -174,17 +174,26 @@ def _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s, step, t_
         wm_buf[i] = _dense_at(dense, 1, i, s)
     for i in range(d):
         theta[i] = (wp_buf[i] * wp_buf[i] - wm_buf[i] * wm_buf[i]) * 0.25
+    for i in range(d):
+        rec_vp[row, i] = _dense_at(dense, 2, i, s)
+        rec_vm[row, i] = _dense_at(dense, 3, i, s)
+    _write_row(X, y, X_test, y_test, step, t_rec, row, theta, wp_buf, wm_buf, rec_step, rec_time, rec_vectors,
+               rec_losses)
+
+
+@njit(**JIT_OPTIONS)
+def _write_row(X, y, X_test, y_test, step, t_rec, row, theta, wp_buf, wm_buf, rec_step, rec_time, rec_vectors,
+               rec_losses):
+    """Row ``row`` of the record buffers at θ and w± (``wp_buf``, ``wm_buf``): step, time, θ, w±, Δ, the losses."""
     rec_step[row] = step
     rec_time[row] = t_rec
-    for i in range(d):
+    for i in range(theta.shape[0]):
         wp = wp_buf[i]
         wm = wm_buf[i]
         rec_vectors[row, REC_THETA, i] = theta[i]
         rec_vectors[row, REC_W_PLUS, i] = wp
         rec_vectors[row, REC_W_MINUS, i] = wm
         rec_vectors[row, REC_DELTA, i] = abs(wp * wm)
-        rec_vp[row, i] = _dense_at(dense, 2, i, s)
-        rec_vm[row, i] = _dense_at(dense, 3, i, s)
     _record_losses(X, y, X_test, y_test, theta, row, rec_losses)
 
 
@@ -199,18 +208,11 @@ def _record_mirror(X, y, XT, H, b, mode, w_init, X_test, y_test, P, step, t_rec,
     for i in range(d):
         theta[i] = (wp_buf[i] * wp_buf[i] - wm_buf[i] * wm_buf[i]) * 0.25
     _gradient(X, XT, y, H, b, mode, theta, d, resid, g)
-    rec_step[row] = step
-    rec_time[row] = t_rec
     for i in range(d):
-        wp = wp_buf[i]
-        wm = wm_buf[i]
-        rec_vectors[row, REC_THETA, i] = theta[i]
-        rec_vectors[row, REC_W_PLUS, i] = wp
-        rec_vectors[row, REC_W_MINUS, i] = wm
-        rec_vectors[row, REC_DELTA, i] = abs(wp * wm)
-        rec_vp[row, i] = -g[i] * wp
-        rec_vm[row, i] = g[i] * wm
-    _record_losses(X, y, X_test, y_test, theta, row, rec_losses)
+        rec_vp[row, i] = -g[i] * wp_buf[i]
+        rec_vm[row, i] = g[i] * wm_buf[i]
+    _write_row(X, y, X_test, y_test, step, t_rec, row, theta, wp_buf, wm_buf, rec_step, rec_time, rec_vectors,
+               rec_losses)
 
 
 @njit(**JIT_OPTIONS)
@@ -330,6 +332,22 @@ def _stalled(X, y, theta, loss, x_max, y_max, sstate, point):
         else:
             sstate[FLOOR_COUNT] = 0.0
     return sstate[FLOOR_COUNT] > FLOOR_STEPS
+
+
+@njit(**JIT_OPTIONS)
+def _stop_status(X, y, Y, theta, tol, x_max, y_max, sstate, point):
+    """The stopping rule at the accepted point number ``point`` whose w± are the rows ``W_PLUS``, ``W_MINUS`` of ``Y``:
+    ``CONVERGED`` (train loss ``<= tol``), ``STALLED`` (:func:`_stalled`) or ``RUNNING``; θ is left in ``theta``."""
+    for i in range(theta.shape[0]):
+        wp = Y[W_PLUS, i]
+        wm = Y[W_MINUS, i]
+        theta[i] = (wp * wp - wm * wm) * 0.25
+    loss = _half_mean_square_residual(X, y, theta)
+    if loss <= tol:
+        return CONVERGED
+    if _stalled(X, y, theta, loss, x_max, y_max, sstate, point):
+        return STALLED
+    return RUNNING
 
 
 @njit(**JIT_OPTIONS)
@@ -464,16 +482,9 @@ def _rodas_advance(
             status = MAX_STEPS
             break
         if tol >= 0.0:
-            for i in range(d):
-                wp = Y0[W_PLUS, i]
-                wm = Y0[W_MINUS, i]
-                theta[i] = (wp * wp - wm * wm) * 0.25
-            loss = _half_mean_square_residual(X, y, theta)
-            if loss <= tol:
-                status = CONVERGED
-                break
-            if _stalled(X, y, theta, loss, x_max, y_max, sstate, counters[STEPS_DONE] + 1.0):
-                status = STALLED
+            stop = _stop_status(X, y, Y0, theta, tol, x_max, y_max, sstate, counters[STEPS_DONE] + 1.0)
+            if stop != RUNNING:
+                status = stop
                 break
         if taken >= n_steps:
             break
