@@ -226,23 +226,18 @@ def _note_extremes(fstate, wp, wm):
 
 
 @njit(**JIT_OPTIONS)
-def _fill_rows(X, XT, y, H, b, mode, w_init, D, fstate, istate, wp, wm, theta, g, resid, Z, F, FY):
-    """The flow rows of ``fstate`` at the current point D[0] (:func:`.flow_rodas_run._mirror_point`), and its
-    running min of Δ and max of w²; False if the weights overflow."""
+def _set_rows(D, g, wp, wm, fstate, istate, Z, F, FY):
+    """The flow rows of ``fstate`` at the current point D[0], whose ∇L and weights are ``g``, ``wp``, ``wm``
+    (:func:`.flow_rodas_run._mirror_point`), and its running min of Δ and max of w²; the point and its vector field
+    are left in ``Z`` and ``F``."""
     d = fstate.shape[1]
-    for r in range(N_MIRROR_ROWS):
-        for q in range(d):
-            Z[r, q] = D[0, r, q]
-    if not _vector_field(X, XT, y, H, b, mode, w_init, Z[MIRROR_P], wp, wm, theta, g, resid):
-        return False
     for q in range(d):
+        Z[MIRROR_P, q] = D[0, MIRROR_P, q]
+        Z[MIRROR_G2, q] = D[0, MIRROR_G2, q]
         F[MIRROR_P, q] = g[q]
         F[MIRROR_G2, q] = g[q] * g[q]
-    valid_p = istate[CROSS_PLUS] == 0
-    valid_m = istate[CROSS_MINUS] == 0
-    _mirror_point(Z, F, g, wp, wm, valid_p, valid_m, fstate, FY)
+    _mirror_point(Z, F, g, wp, wm, istate[CROSS_PLUS] == 0, istate[CROSS_MINUS] == 0, fstate, FY)
     _note_extremes(fstate, wp, wm)
-    return True
 
 
 @njit(**JIT_OPTIONS)
@@ -296,10 +291,11 @@ def _ndf_advance(
         for q in range(d):
             D[0, MIRROR_P, q] = fstate[P_INT, q]
             D[0, MIRROR_G2, q] = fstate[G2_INT, q]
-        if not _fill_rows(X, XT, y, H, b, mode, w_init, D, fstate, istate, wp, wm, theta, g, resid, Z, F, FY):
+        if not _vector_field(X, XT, y, H, b, mode, w_init, D[0, MIRROR_P], wp, wm, theta, g, resid):
             sstate[FAILED] = 1.0
             return DIVERGED
         counters[N_RHS] += 1
+        _set_rows(D, g, wp, wm, fstate, istate, Z, F, FY)
         h0 = _initial_step(X, XT, y, H, b, mode, w_init, Z, F, rtol, atol, t_max,
                            (wp, wm, theta, g, resid, y_new, corr, scale))
         counters[N_RHS] += 1
@@ -500,13 +496,7 @@ def _ndf_advance(
                 # the new point is y_new itself (the sum above is it up to a rounding): the state rows, records and
                 # the next step then read one point, whose weights and g the G₂ evaluation computed
                 D[0, r, q] = y_new[r, q]
-        for q in range(d):  # (the weights and g at the new point are those of the G₂ evaluation)
-            Z[MIRROR_P, q] = D[0, MIRROR_P, q]
-            Z[MIRROR_G2, q] = D[0, MIRROR_G2, q]
-            F[MIRROR_P, q] = g[q]
-            F[MIRROR_G2, q] = g[q] * g[q]
-        _mirror_point(Z, F, g, wp, wm, istate[CROSS_PLUS] == 0, istate[CROSS_MINUS] == 0, fstate, FY)
-        _note_extremes(fstate, wp, wm)
+        _set_rows(D, g, wp, wm, fstate, istate, Z, F, FY)  # (the weights and g: the G₂ evaluation's, at y_new)
         t_new = t_max if last else t + h
         sstate[T_LAST] = t
         sstate[H_LAST] = h
