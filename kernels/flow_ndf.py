@@ -188,13 +188,19 @@ def _rms(v, coef, scale):
 
 
 @njit(**JIT_OPTIONS)
+def _error_weights(Y, rtol, atol, scale):
+    """scale = atol + rtol·max(|Y|, 1), the weights of every norm of the method (Rodas's, :mod:`.flow_rodas_gf`)."""
+    for r in range(Y.shape[0]):
+        for q in range(Y.shape[1]):
+            scale[r, q] = atol + rtol * max(abs(Y[r, q]), 1.0)
+
+
+@njit(**JIT_OPTIONS)
 def _initial_step(X, XT, y, H, b, mode, w_init, Y0, F0, rtol, atol, t_max, ws):
     """Hairer's starting step for order 1 (SciPy's ``select_initial_step``) in the error weights, capped by t_max."""
     (wp, wm, theta, g, resid, Y1, F1, scale) = ws
     d = Y0.shape[1]
-    for r in range(N_MIRROR_ROWS):
-        for q in range(d):
-            scale[r, q] = atol + rtol * max(abs(Y0[r, q]), 1.0)
+    _error_weights(Y0, rtol, atol, scale)
     d0 = _rms(Y0, 1.0, scale)
     d1 = _rms(F0, 1.0, scale)
     h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
@@ -388,11 +394,10 @@ def _ndf_advance(
                     yp[q] += Di[q]
                     ps[q] += Di[q] * gi
             alpha = ALPHA_NDF[order]
-            for r in range(N_MIRROR_ROWS):
-                for q in range(d):
-                    scale[r, q] = atol + rtol * max(abs(y_pred[r, q]), 1.0)
-                    psi[r, q] /= alpha
-            c = h / ALPHA_NDF[order]
+            for q in range(ps.shape[0]):
+                ps[q] /= alpha
+            _error_weights(y_pred, rtol, atol, scale)
+            c = h / alpha
             converged = False
             current_jac = False
             n_iter = 0
@@ -425,11 +430,7 @@ def _ndf_advance(
                         for q in range(d):
                             dy[q] = c * g[q] - psi[MIRROR_P, q] - corr[MIRROR_P, q]
                         _solve_p_rows(how, sig, N, NT, piv, dy)
-                        nrm = 0.0
-                        for q in range(d):
-                            e = dy[q] / scale[MIRROR_P, q]
-                            nrm += e * e
-                        nrm = np.sqrt(nrm / d)
+                        nrm = _rms(dy, 1.0, scale[MIRROR_P])
                         if dy_old > 0.0:
                             crate = max(0.3 * crate, nrm / dy_old)
                         for q in range(d):
@@ -443,12 +444,7 @@ def _ndf_advance(
                         dy_old = nrm
                 if converged or current_jac:
                     break
-                # a new Jacobian at the predicted point, then once more
-                for q in range(d):
-                    p_jac[q] = y_pred[MIRROR_P, q]
-                _weights(w_init, p_jac, wpJ, wmJ)
-                lu_c = 0.0
-                current_jac = True
+                lu_c = 0.0  # failed with an older Jacobian: a new matrix, at a new Jacobian, then once more
             if converged:
                 # the G₂ rows, a quadrature of g⊙g at the new P (and w± there, for the rows of fstate)
                 converged = _vector_field(X, XT, y, H, b, mode, w_init, y_new[MIRROR_P], wp, wm, theta, g, resid)
@@ -463,9 +459,7 @@ def _ndf_advance(
             for q in range(d):
                 corr[MIRROR_G2, q] = c * g[q] * g[q] - psi[MIRROR_G2, q]
                 y_new[MIRROR_G2, q] = y_pred[MIRROR_G2, q] + corr[MIRROR_G2, q]
-            for r in range(N_MIRROR_ROWS):
-                for q in range(d):
-                    scale[r, q] = atol + rtol * max(abs(y_new[r, q]), 1.0)
+            _error_weights(y_new, rtol, atol, scale)
             error_norm = _rms(corr, ERROR_CONST[order], scale)
             safety = 0.9 * (2 * NEWTON_MAXITER + 1) / (2 * NEWTON_MAXITER + n_iter)
             if error_norm > 1.0:
