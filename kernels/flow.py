@@ -80,7 +80,7 @@ gradients in :mod:`.mgd`, the shared modes, record layout and padding in :mod:`.
 import numpy as np
 from numba import njit
 
-from .config import JIT_OPTIONS, OVERFLOW
+from .config import JIT_OPTIONS, LEAF_JIT_OPTIONS, OVERFLOW
 from .crossings import _hermite as _hermite  # re-exported: the tests check the interpolant as kernels.flow._hermite
 from .crossings import _hermite_crossings
 from .layout import MODE_DATA, REC_DELTA, REC_THETA, REC_W_MINUS, REC_W_PLUS  # shared with the MGD kernels
@@ -157,7 +157,7 @@ _MAX_W2 = 43
 _NR = 44
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _gradient(X, XT, y, H, b, mode, theta, d, resid, grad):
     """∇L(θ) into ``grad``; returns L(θ) in the data form, -1 in the Hessian form."""
     if mode == MODE_DATA:

@@ -96,7 +96,7 @@ Everything a run needs to continue bit for bit is in ``fstate``, ``istate``, ``c
 import numpy as np
 from numba import njit
 
-from .config import INLINE_JIT_OPTIONS, JIT_OPTIONS, OVERFLOW
+from .config import INLINE_JIT_OPTIONS, JIT_OPTIONS, LEAF_JIT_OPTIONS, OVERFLOW
 from .flow import (
     G2_INT,
     J_MINUS,
@@ -224,7 +224,7 @@ def _hmul(X, XT, H, mode, z, d, resid, out):
         _axpy_columns(H, z, d, out)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _rhs(X, XT, y, H, b, mode, inv_lam, Y, valid_p, valid_m, theta, g, resid, F):
     """F = f(Y) (all N_RK_ROWS rows of MGF(λ), ``inv_lam`` = 1/λ) and ∇L(θ(Y)) into ``g``."""
     d = Y.shape[1]
@@ -256,7 +256,7 @@ def _rhs(X, XT, y, H, b, mode, inv_lam, Y, valid_p, valid_m, theta, g, resid, F)
         F[G2_INT, i] = gi * gi
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _factor(H, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2):
     """Factorise the step's matrix (the factors into ``N`` and ``NT`` or ``B2``, ``B2T``).
 
@@ -402,37 +402,40 @@ def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, a
 
 
 @njit(**INLINE_JIT_OPTIONS)
-def _stage_point(s, inv_h, Y0f, Kf, Uf, Rf):
-    """Stage s ≥ 1 of the method on flattened rows: u_s = y₀ + Σ_j a_sj k_j into ``Uf`` and Σ_j C_sj k_j/h into
-    ``Rf``, in one pass over each k_j (j increasing). Shared by both systems' steps (also :mod:`.flow_rodas_gf`)."""
-    m = Y0f.shape[0]
-    for q in range(m):
-        Uf[q] = Y0f[q]
-        Rf[q] = 0.0
+def _stage_point(s, inv_h, Y0, K, U, R):
+    """Stage s ≥ 1 of the method: u_s = y₀ + Σ_j a_sj k_j into ``U`` and Σ_j C_sj k_j/h into ``R`` (rows of
+    shape (rows, d); ``K`` the stages, (N_STAGES, rows, d)), in one pass over each k_j (j increasing). Shared by
+    both systems' steps (also :mod:`.flow_rodas_gf`)."""
+    rows, d = Y0.shape
+    for r in range(rows):
+        for q in range(d):
+            U[r, q] = Y0[r, q]
+            R[r, q] = 0.0
     for j in range(s):
         a = RODAS_A[s, j]
         cj = RODAS_C[s, j] * inv_h
-        kj = Kf[j]
-        for q in range(m):
-            kq = kj[q]
-            Uf[q] += a * kq
-            Rf[q] += cj * kq
+        for r in range(rows):
+            for q in range(d):
+                kq = K[j, r, q]
+                U[r, q] += a * kq
+                R[r, q] += cj * kq
 
 
 @njit(**INLINE_JIT_OPTIONS)
-def _step_end(Y0f, Kf, Y1f):
-    """y₁ = y₀ + Σ_j b_j k_j on flattened rows (j increasing)."""
-    m = Y0f.shape[0]
-    for q in range(m):
-        Y1f[q] = Y0f[q]
+def _step_end(Y0, K, Y1):
+    """y₁ = y₀ + Σ_j b_j k_j (rows as :func:`_stage_point`; j increasing)."""
+    rows, d = Y0.shape
+    for r in range(rows):
+        for q in range(d):
+            Y1[r, q] = Y0[r, q]
     for j in range(N_STAGES):
         bj = RODAS_B[j]
-        kj = Kf[j]
-        for q in range(m):
-            Y1f[q] += bj * kj[q]
+        for r in range(rows):
+            for q in range(d):
+                Y1[r, q] += bj * K[j, r, q]
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m, ws, Kst, Y1, counters):
     """One Rodas5P step of size ``h`` from ``Y0`` (``F0 = f(Y0)``, ``g0 = ∇L``) into ``Y1`` and ``Kst``.
 
@@ -449,30 +452,25 @@ def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m
     if how == 0:
         return 0
     inv_h = 1.0 / h
-    m = N_RK_ROWS * d
-    Y0f = Y0.ravel()
-    F0f = F0.ravel()
-    Uf = U.ravel()
-    Ff = F.ravel()
-    Rf = R.ravel()
-    Kf = Kst.reshape((N_STAGES, m))
     for s in range(N_STAGES):
         if s == 0:
-            for q in range(m):
-                Rf[q] = c * F0f[q]
+            for r in range(N_RK_ROWS):
+                for q in range(d):
+                    R[r, q] = c * F0[r, q]
         else:
-            _stage_point(s, inv_h, Y0f, Kf, Uf, Rf)
+            _stage_point(s, inv_h, Y0, Kst, U, R)
             _rhs(X, XT, y, H, b, mode, inv_lam, U, valid_p, valid_m, theta, g, resid, F)
             counters[N_RHS] += 1
-            for q in range(m):
-                Rf[q] = c * (Ff[q] + Rf[q])
+            for r in range(N_RK_ROWS):
+                for q in range(d):
+                    R[r, q] = c * (F[r, q] + R[r, q])
         _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, am, E, N, NT, piv, B2T, piv2,
                R, Kst[s], sp, sm, t, hz, hw, resid, rhs2)
-    _step_end(Y0f, Kf, Y1.ravel())
+    _step_end(Y0, Kst, Y1)
     return how
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _error_norm(lam, Y0, Y1, Kst, rtol, atol):
     """Weighted RMS norm of the error estimate k₈ over the controlled rows (module docstring).
 

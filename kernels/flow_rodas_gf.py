@@ -50,7 +50,7 @@ theory as an exponent too. A step whose weights overflow (``OVERFLOW``) or are n
 import numpy as np
 from numba import njit
 
-from .config import INLINE_JIT_OPTIONS, JIT_OPTIONS, OVERFLOW
+from .config import INLINE_JIT_OPTIONS, JIT_OPTIONS, LEAF_JIT_OPTIONS, OVERFLOW
 from .flow import _gradient
 from .flow_rodas import GAMMA, N_LU, N_RHS, N_STAGES, _stage_point, _step_end
 from .small_linalg import _cholesky, _cholesky_solve, _lu, _lu_solve, _lu_transpose
@@ -61,7 +61,7 @@ MIRROR_G2 = 1
 N_MIRROR_ROWS = 2
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _weights(w_init, P, wp, wm):
     """w₊ = w₊(0)e^{-P}, w₋ = w₋(0)e^{P} (one exponential a coordinate): the one map from P to the weights (the
     steps, the error norm, the records)."""
@@ -71,14 +71,14 @@ def _weights(w_init, P, wp, wm):
         wm[i] = w_init[1, i] * e
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _rhs_mirror(X, XT, y, H, b, mode, w_init, Z, wp, wm, theta, g, resid, F):
     """F = (g, g⊙g) at ``Z``; w± into ``wp``, ``wm`` and ∇L(θ) into ``g``."""
     _weights(w_init, Z[MIRROR_P], wp, wm)
     _field_mirror(X, XT, y, H, b, mode, wp, wm, theta, g, resid, F)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _field_mirror(X, XT, y, H, b, mode, wp, wm, theta, g, resid, F):
     """F = (g, g⊙g) and ∇L(θ) into ``g`` at the weights ``wp``, ``wm`` (those of :func:`_weights`)."""
     d = wp.shape[0]
@@ -91,7 +91,7 @@ def _field_mirror(X, XT, y, H, b, mode, wp, wm, theta, g, resid, F):
         F[MIRROR_G2, i] = gi * gi
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _factor_mirror(H, c, wp, wm, sig, N, NT, piv):
     """Factorise the P rows' matrix at the weights ``wp``, ``wm`` (σ into ``sig``).
 
@@ -144,7 +144,7 @@ def _solve_mirror(how, sig, N, NT, piv, g0, R, Kout, t):
         Kout[MIRROR_G2, i] = R[MIRROR_G2, i] + 2.0 * g0[i] * (t[i] - R[MIRROR_P, i])
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _attempt_mirror(X, XT, y, H, b, mode, w_init, h, Z0, F0, g0, wp0, wm0, ws, Kst, Z1, counters):
     """One Rodas5P step of size ``h`` of gradient flow from the mirror point ``Z0`` into ``Z1`` and ``Kst``.
 
@@ -160,29 +160,24 @@ def _attempt_mirror(X, XT, y, H, b, mode, w_init, h, Z0, F0, g0, wp0, wm0, ws, K
     if how == 0:
         return 0
     inv_h = 1.0 / h
-    m = N_MIRROR_ROWS * d
-    Z0f = Z0.ravel()
-    F0f = F0.ravel()
-    Uf = U.ravel()
-    Ff = F.ravel()
-    Rf = R.ravel()
-    Kf = Kst.reshape((N_STAGES, m))
     for s in range(N_STAGES):
         if s == 0:
-            for q in range(m):
-                Rf[q] = c * F0f[q]
+            for r in range(N_MIRROR_ROWS):
+                for q in range(d):
+                    R[r, q] = c * F0[r, q]
         else:
-            _stage_point(s, inv_h, Z0f, Kf, Uf, Rf)
+            _stage_point(s, inv_h, Z0, Kst, U, R)
             _rhs_mirror(X, XT, y, H, b, mode, w_init, U, wp, wm, theta, g, resid, F)
             counters[N_RHS] += 1
-            for q in range(m):
-                Rf[q] = c * (Ff[q] + Rf[q])
+            for r in range(N_MIRROR_ROWS):
+                for q in range(d):
+                    R[r, q] = c * (F[r, q] + R[r, q])
         _solve_mirror(how, sig, N, NT, piv, g0, R, Kst[s], t)
-    _step_end(Z0f, Kf, Z1.ravel())
+    _step_end(Z0, Kst, Z1)
     return how
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _error_norm_mirror(w_init, Z0, Z1, Kst, rtol, atol, wp, wm):
     """Weighted RMS norm of the error estimate k₈ over P and G₂ (module docstring); NaN when the new
     point is not finite or its weights overflow. The weights at ``Z1`` are left in ``wp``, ``wm``."""

@@ -14,7 +14,7 @@ resumed run continues from, bit for bit.
 import numpy as np
 from numba import njit
 
-from .config import JIT_OPTIONS
+from .config import JIT_OPTIONS, LEAF_JIT_OPTIONS
 from .crossings import _hermite_crossings, _safeguarded_step
 from .flow import (
     CROSS_MINUS,
@@ -90,7 +90,7 @@ from .mgd import _half_mean_square_residual, _loss_rounding_scale, _record_losse
 from .status import CONVERGED, DIVERGED, MAX_STEPS, RUNNING, STALLED
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _dense_eval(y0, y1, q1, q2, q3, s):
     """The dense output at fraction ``s`` of the step, and its derivative in ``s``."""
     s1 = 1.0 - s
@@ -99,13 +99,13 @@ def _dense_eval(y0, y1, q1, q2, q3, s):
     return s1 * y0 + s * (y1 + s1 * q), (y1 - y0) + (1.0 - 2.0 * s) * q + s * s1 * dq
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _dense_at(dense, k, i, s):
     """The dense output of row ``k`` (w₊, w₋, ẇ₊, ẇ₋) of coordinate ``i`` at fraction ``s`` of the last step."""
     return _dense_eval(dense[0, k, i], dense[1, k, i], dense[2, k, i], dense[3, k, i], dense[4, k, i], s)[0]
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _dense_root(y0, y1, q1, q2, q3, lo, hi, s):
     """A zero of the dense output in [lo, hi] started from ``s`` (Newton safeguarded by bisection)."""
     plo = _dense_eval(y0, y1, q1, q2, q3, lo)[0]
@@ -121,7 +121,7 @@ def _dense_root(y0, y1, q1, q2, q3, lo, hi, s):
     return s
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _crossings(Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time, log_coord, log_sign,
                valid_p, valid_m, roots):
     """Locate and log the sign changes of w± in the step [t0, t0 + h] (module docstring)."""
@@ -157,7 +157,7 @@ def _crossings(Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time,
                 Y1[krow, i] = Y0[krow, i]
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s, step, t_rec, row, theta, g, resid, wp_buf,
             wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm):
     """Row ``row`` of the record buffers: the dense output at fraction ``s`` of the last step (gradient flow:
@@ -181,7 +181,7 @@ def _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s, step, t_
                rec_losses)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _write_row(X, y, X_test, y_test, step, t_rec, row, theta, wp_buf, wm_buf, rec_step, rec_time, rec_vectors,
                rec_losses):
     """Row ``row`` of the record buffers at θ and w± (``wp_buf``, ``wm_buf``): step, time, θ, w±, Δ, the losses."""
@@ -197,7 +197,7 @@ def _write_row(X, y, X_test, y_test, step, t_rec, row, theta, wp_buf, wm_buf, re
     _record_losses(X, y, X_test, y_test, theta, row, rec_losses)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _record_mirror(X, y, XT, H, b, mode, w_init, X_test, y_test, P, step, t_rec, row, theta, g, resid, wp_buf, wm_buf,
                    rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm):
     """Row ``row`` of the record buffers of gradient flow at the mirror point ``P``: w± = w±(0)e^{∓P}
@@ -215,7 +215,7 @@ def _record_mirror(X, y, XT, H, b, mode, w_init, X_test, y_test, P, step, t_rec,
                rec_losses)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _set_point_dense(gf, Y, dense):
     """Dense rows of a step of length 0 at ``Y`` (the initial point: every s gives Y; gradient flow: row 0 is P)."""
     d = Y.shape[1]
@@ -230,7 +230,7 @@ def _set_point_dense(gf, Y, dense):
             dense[4, k, i] = 0.0
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _mirror_point(Z, F, g, wp, wm, valid_p, valid_m, Y, FY):
     """The kernel's rows ``Y`` (and the w± rows of ``FY``) of gradient flow at the mirror point ``Z``, with its
     vector field ``F``, ∇L ``g`` and weights ``wp``, ``wm``: w±, ẇ± (the velocity rows), P, G₂, and J± = G₂
@@ -254,14 +254,15 @@ def _mirror_point(Z, F, g, wp, wm, valid_p, valid_m, Y, FY):
         Y[Q_INT, i] = 0.0
 
 
-@njit(**JIT_OPTIONS)
-def _dense_row(y0, y1, Kst, r, dense, k):
-    """Dense row ``k`` of the last step from its end values ``y0``, ``y1`` and the stages' row ``r``:
-    q_m = Σ_j RODAS_H[m, j] k_j, summed over j in increasing order (passes over the coordinates, which vectorise)."""
-    d = y0.shape[0]
+@njit(**LEAF_JIT_OPTIONS)
+def _dense_row(Y0, Y1, Kst, r, dense, k):
+    """Dense row ``k`` of the last step from row ``r`` of its end points ``Y0``, ``Y1`` and of the stages:
+    q_m = Σ_j RODAS_H[m, j] k_j, summed over j in increasing order (passes over the coordinates, which vectorise).
+    (Whole arrays and a row index, not row views: a view made in the step loop costs atomic reference counts.)"""
+    d = Y0.shape[1]
     for i in range(d):
-        dense[0, k, i] = y0[i]
-        dense[1, k, i] = y1[i]
+        dense[0, k, i] = Y0[r, i]
+        dense[1, k, i] = Y1[r, i]
         dense[2, k, i] = 0.0
         dense[3, k, i] = 0.0
         dense[4, k, i] = 0.0
@@ -269,15 +270,14 @@ def _dense_row(y0, y1, Kst, r, dense, k):
         h0 = RODAS_H[0, j]
         h1 = RODAS_H[1, j]
         h2 = RODAS_H[2, j]
-        kj = Kst[j, r]
         for i in range(d):
-            kji = kj[i]
+            kji = Kst[j, r, i]
             dense[2, k, i] += h0 * kji
             dense[3, k, i] += h1 * kji
             dense[4, k, i] += h2 * kji
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _initial_step(gf, Y0, F0, rtol, atol, t_max):
     """Hairer's first guess 0.01·‖y₀‖/‖f(y₀)‖ in the error norm's weights, capped by t_max."""
     d = Y0.shape[1]
@@ -300,7 +300,7 @@ def _initial_step(gf, Y0, F0, rtol, atol, t_max):
     return min(max(h, 10.0 * H_MIN_REL), t_max)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _at_rounding_floor(X, y, theta, loss, x_max, y_max):
     """Whether ``loss`` is at most FLOOR_FACTOR times :func:`.mgd._loss_rounding_scale` at θ (``x_max``, ``y_max``:
     the largest |X| and |y|, which bound that scale by ½(ε(x_max‖θ‖₁ + y_max))² and spare its O(nd) pass while
@@ -316,7 +316,7 @@ def _at_rounding_floor(X, y, theta, loss, x_max, y_max):
     return loss <= FLOOR_FACTOR * _loss_rounding_scale(X, y, theta)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _stalled(X, y, theta, loss, x_max, y_max, sstate, point):
     """The stall rule at the accepted point number ``point`` (1 + the steps before it) with train loss ``loss`` at
     θ (:func:`_rodas_advance`'s docstring): counts it in ``sstate`` (once, however many calls see the point) and
@@ -334,7 +334,7 @@ def _stalled(X, y, theta, loss, x_max, y_max, sstate, point):
     return sstate[FLOOR_COUNT] > FLOOR_STEPS
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _stop_status(X, y, Y, theta, tol, x_max, y_max, sstate, point):
     """The stopping rule at the accepted point number ``point`` whose w± are the rows ``W_PLUS``, ``W_MINUS`` of ``Y``:
     ``CONVERGED`` (train loss ``<= tol``), ``STALLED`` (:func:`_stalled`) or ``RUNNING``; θ is left in ``theta``."""
@@ -350,7 +350,7 @@ def _stop_status(X, y, Y, theta, tol, x_max, y_max, sstate, point):
     return RUNNING
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _data_bounds(X, y):
     """The largest |X| and |y| (the bounds of :func:`_at_rounding_floor`'s cheap test)."""
     x_max = 0.0
@@ -532,14 +532,14 @@ def _rodas_advance(
         if last and h_next < sstate[H_NEXT]:
             h_next = sstate[H_NEXT]  # a step shortened to land on t_max does not shrink the next guess
         if gf:  # dense row 0 is P (_record maps it to w±), the others stay 0
-            _dense_row(Z0[MIRROR_P], Z1[MIRROR_P], Kz, MIRROR_P, dense, 0)
+            _dense_row(Z0, Z1, Kz, MIRROR_P, dense, 0)
             _field_mirror(X, XT, y, H, b, mode, wp1, wm1, theta, g1, resid, Fz1)  # (wp1, wm1: the error norm's)
             counters[N_RHS] += 1
             _mirror_point(Z1, Fz1, g1, wp1, wm1, valid_p, valid_m, Y1, F1)
         else:
             for k in range(4):
                 r = _D_ROWS[k]
-                _dense_row(Y0[r], Y1[r], Kst, r, dense, k)
+                _dense_row(Y0, Y1, Kst, r, dense, k)
             _rhs(X, XT, y, H, b, mode, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)
             counters[N_RHS] += 1
             seen = counters[N_CROSSINGS]

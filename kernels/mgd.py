@@ -52,7 +52,7 @@ modes, the record layout and the padding rule are defined and documented in
 import numpy as np
 from numba import njit
 
-from .config import JIT_OPTIONS, OVERFLOW, fma
+from .config import JIT_OPTIONS, LEAF_JIT_OPTIONS, OVERFLOW, fma
 from .layout import (  # the shared layouts, defined and documented in .layout
     CROSS_MINUS,
     CROSS_PLUS,
@@ -96,7 +96,7 @@ def _theta_from_w(w_plus, w_minus, theta):
         theta[i] = (w_plus[i] * w_plus[i] - w_minus[i] * w_minus[i]) * 0.25
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _half_mean_square_residual(X, y, theta):
     """L(θ) = ‖Xθ - y‖²/(2n) in the data form (accurate down to tiny losses).
 
@@ -138,7 +138,7 @@ def _half_mean_square_residual(X, y, theta):
     return total / (2.0 * n)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _loss_rounding_scale(X, y, theta):
     """Σ_m (ε·(Σ_j |X_mj θ_j| + |y_m|))²/(2n), ε = 2⁻⁵²: the train loss that one rounding of each term of the
     residual Xθ − y leaves, the scale under which :func:`_half_mean_square_residual` cannot resolve progress."""
@@ -154,7 +154,7 @@ def _loss_rounding_scale(X, y, theta):
     return total / (2.0 * n)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _axpy_columns(A, coef, count, out):
     """out[i] = Σ_{j<count} A[j, i]·coef[j], summed over j in increasing order with fused multiply-adds.
 
@@ -193,7 +193,7 @@ def _axpy_columns(A, coef, count, out):
             out[i] = fma(a0[i], c0, out[i])
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _gradient_hessian(H, b, theta, d, grad):
     """grad = Hθ - b (H symmetric, zero-padded), the sum over j < d in increasing order."""
     _axpy_columns(H, theta, d, grad)
@@ -201,7 +201,7 @@ def _gradient_hessian(H, b, theta, d, grad):
         grad[i] -= b[i]
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _gradient_data(X, XT, y, theta, d, resid, grad):
     """grad = Xᵀ(Xθ - y)/n (X, XT zero-padded); returns L(θ) from the same residual."""
     n = X.shape[0]

@@ -11,10 +11,10 @@ vectorise); the substitutions take the factors transposed where a column pass ne
 import numpy as np
 from numba import njit
 
-from .config import JIT_OPTIONS
+from .config import LEAF_JIT_OPTIONS
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _lu(Am, piv):
     """In-place LU of the square ``Am`` with partial pivoting; returns False if it is singular."""
     m = Am.shape[0]
@@ -44,7 +44,7 @@ def _lu(Am, piv):
     return True
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _lu_transpose(LU, LUT):
     """LUT = LUᵀ (contiguous columns of the factors, for :func:`_lu_solve`)."""
     m = LU.shape[0]
@@ -53,7 +53,7 @@ def _lu_transpose(LU, LUT):
             LUT[j, i] = LU[i, j]
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _lu_solve(LUT, piv, x):
     """Solve in place with the factors of :func:`_lu`, given transposed (``LUT``): column-oriented
     substitutions, whose inner loops are ``axpy`` passes (they vectorise; a row-oriented one is a chain
@@ -73,7 +73,7 @@ def _lu_solve(LUT, piv, x):
     _upper_solve_by_columns(LUT, x)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _upper_solve_by_columns(UT, x):
     """Solve U x = b in place (``x`` holds b), U upper triangular given transposed (``UT[j]`` its column j)."""
     for j in range(UT.shape[0] - 1, -1, -1):
@@ -84,7 +84,7 @@ def _upper_solve_by_columns(UT, x):
             x[i] -= col[i] * xj
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _cholesky(S, RT):
     """In-place Cholesky S = RᵀR of the symmetric ``S`` (its upper triangle; R upper, row-major) and RT = Rᵀ;
     returns False if S is not positive definite.
@@ -135,7 +135,7 @@ def _cholesky(S, RT):
     return True
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _cholesky_solve(R, RT, x):
     """Solve RᵀR z = x in place with the factors of :func:`_cholesky` (column-oriented, as :func:`_lu_solve`)."""
     m = R.shape[0]

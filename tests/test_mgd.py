@@ -462,3 +462,32 @@ def test_cache_subpath_is_numbas():
     locator = getattr(caching, "UserWideCacheLocator", None) or caching._UserWideCacheLocator
     here = os.path.join(os.path.dirname(dm.__file__), "kernels")
     assert cache_subpath(here) == locator.get_suitable_cache_subpath(os.path.join(here, "mgd.py"))
+
+
+def test_the_adaptive_schemes_step_functions_count_no_references():
+    """What the adaptive schemes call every step is compiled without Numba's reference-counted runtime
+    (``LEAF_JIT_OPTIONS``, kernels/config.py): no atomic reference count on its array arguments and views. Compiled
+    with those options the gradient's column pass has no reference-count call in its code; with ``JIT_OPTIONS``, one
+    for each array argument."""
+    from numba import njit
+
+    from dlnmomentum.kernels import config, flow_ndf, flow_rodas, flow_rodas_gf, flow_rodas_run, small_linalg
+    from dlnmomentum.kernels import mgd as K
+
+    for f in (flow_rodas._attempt, flow_rodas._rhs, flow_rodas._factor, flow_rodas._error_norm,
+              flow_rodas_gf._attempt_mirror, flow_rodas_gf._error_norm_mirror, flow_ndf._vector_field,
+              flow_ndf._rms, flow_ndf._change_D, flow_ndf._set_rows, flow_rodas_run._dense_row,
+              flow_rodas_run._crossings, flow_rodas_run._stop_status, small_linalg._cholesky,
+              small_linalg._cholesky_solve, K._axpy_columns):
+        assert f.targetoptions.get("_nrt") is False, f.py_func.__name__
+
+    def reference_counts(options):  # the gradient's column pass, compiled anew with ``options``
+        compiled = njit(**dict(options, cache=False))(K._axpy_columns.py_func)
+        A = np.arange(12.0).reshape(4, 3)
+        out = np.empty(3)
+        compiled(A, np.ones(4), 4, out)
+        assert out.tolist() == A.sum(axis=0).tolist()
+        return next(iter(compiled.inspect_llvm().values())).count("call void @NRT_incref")
+
+    assert reference_counts(config.JIT_OPTIONS) > 0
+    assert reference_counts(config.LEAF_JIT_OPTIONS) == 0
