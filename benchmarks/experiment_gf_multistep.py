@@ -43,6 +43,9 @@ ALPHA = 0.01
 T_MAX = 1e7
 TOL = 1e-20
 T_CHECK = 20.0  # the point along the way where accuracy is measured (the weights are still leaving 0.01)
+#: The points of the along-the-way accuracy: max over them of |θ − θ_ref| (the early ones, where the weights leave
+#: the initialisation and a multistep method's error builds up, decide it).
+T_ALONG = (2.0, 5.0, 10.0, 20.0, 50.0, 200.0, 2000.0)
 ROUNDS = 5
 NEWTON_TOL_CVODE = 0.1
 
@@ -394,18 +397,29 @@ def main():
     ref = solve_ivp(fun, (0, T_CHECK), np.zeros(n + d), method="Radau", jac=jac, rtol=1e-13, atol=1e-16)
     theta_ref = theta_of(X.T @ ref.y[:n, -1] / n)
     g2_ref = ref.y[n:, -1]
+    along = solve_ivp(fun, (0, T_ALONG[-1]), np.zeros(n + d), method="Radau", jac=jac, rtol=1e-13, atol=1e-16,
+                      t_eval=T_ALONG)
+    theta_along = [theta_of(X.T @ along.y[:n, i] / n) for i in range(len(T_ALONG))]
+
+    def along_error(theta_at):  # max over T_ALONG of |θ − θ_ref|, θ_at(T) the run's θ at time T
+        return max(np.abs(theta_at(T) - th).max() for T, th in zip(T_ALONG, theta_along, strict=True))
+
     rows = []
 
     # the package, the whole call: its default (the NDF in P since 0.6.0) and Rodas5P in P
-    for scheme, name in (("ndf", "package, NDF in P (default: auto, rtol 1e-11)"),
-                         ("rodas", "package, Rodas5P in P (scheme rodas, rtol 1e-9)")):
-        kw = {} if scheme == "ndf" else dict(scheme=scheme)
+    # (and the NDF at tighter tolerances: where its accuracy along the way meets the LSODA peer's)
+    for scheme, name, kw in (("ndf", "package, NDF in P (default: auto, rtol 1e-11)", {}),
+                             ("ndf", "package, NDF in P, rtol 5e-12, atol 5e-14", dict(rtol=5e-12, atol=5e-14)),
+                             ("ndf", "package, NDF in P, rtol 2e-12, atol 2e-14", dict(rtol=2e-12, atol=2e-14)),
+                             ("rodas", "package, Rodas5P in P (scheme rodas, rtol 1e-9)", dict(scheme="rodas"))):
         dm.gf(problem, t_max=T_MAX, tol=TOL, alpha=ALPHA, **kw)
         res, sec = _best(lambda kw=kw: dm.gf(problem, t_max=T_MAX, tol=TOL, alpha=ALPHA, **kw))
         assert res.config.scheme == scheme
-        at20 = dm.gf(problem, t_max=T_CHECK, alpha=ALPHA, scheme=scheme)
+        kw = dict(kw, scheme=scheme)
+        at20 = dm.gf(problem, t_max=T_CHECK, alpha=ALPHA, **kw)
+        e_along = along_error(lambda T, kw=kw: dm.gf(problem, t_max=T, alpha=ALPHA, **kw).theta)
         rows.append((name, sec, res.steps_done, res.rhs_evaluations, res.factorizations, float(res.t_done),
-                     np.abs(at20.theta - theta_ref).max(), np.abs(at20.j_plus - g2_ref).max()))
+                     np.abs(at20.theta - theta_ref).max(), np.abs(at20.j_plus - g2_ref).max(), e_along))
 
     # the NDF in z
     state = np.zeros(n + d)
@@ -415,11 +429,17 @@ def main():
         ndf_gradient_flow(X, XT, y, wp0, wm0, rtol, atol, T_CHECK, -1.0, cvode, state, counts)
         th20 = theta_of(X.T @ state[:n] / n)
         g20 = state[n:].copy()
+
+        def z_theta(T, rtol=rtol, atol=atol, cvode=cvode):
+            ndf_gradient_flow(X, XT, y, wp0, wm0, rtol, atol, T, -1.0, cvode, state, counts)
+            return theta_of(X.T @ state[:n] / n)
+
+        e_along = along_error(z_theta)
         t_end, sec = _best(lambda rtol=rtol, atol=atol, cvode=cvode: ndf_gradient_flow(
             X, XT, y, wp0, wm0, rtol, atol, T_MAX, TOL, cvode, state, counts))
         rows.append((f"NDF in z, rtol {rtol:g}, {'CVODE-like' if cvode else 'SciPy'} Newton test", sec,
                      counts[COUNT_STEPS], counts[COUNT_RHS], counts[COUNT_LU], t_end,
-                     np.abs(th20 - theta_ref).max(), np.abs(g20 - g2_ref).max()))
+                     np.abs(th20 - theta_ref).max(), np.abs(g20 - g2_ref).max(), e_along))
 
     # numbalsoda's compiled LSODA in z (difference Jacobian): what a compiled LSODA reaches in this coordinate
     try:
@@ -461,7 +481,7 @@ def main():
             (usol, ok), sec = _best(run)
             rows.append((f"numbalsoda LSODA in z, rtol {rtol:g} (to the package's t_done)", sec, None,
                          int(data[0]), None, float(res.t_done), np.abs(theta_of(X.T @ usol[1] / n) - theta_ref).max(),
-                         np.nan))
+                         np.nan, np.nan))
 
     # SciPy's LSODA in w± at rtol 1e-10: the peer of bench_rodas.py (event on the train loss)
     H = X.T @ X / n
@@ -487,16 +507,22 @@ def main():
     sol20 = solve_ivp(fun_w, (0, T_CHECK), w0, method="LSODA", jac=jac_w, rtol=1e-10, atol=1e-12)
     sol, sec = _best(lambda: solve_ivp(fun_w, (0, T_MAX), w0, method="LSODA", jac=jac_w, rtol=1e-10, atol=1e-12,
                                        events=event), rounds=3)
+
+    def lsoda_theta(T):
+        w = solve_ivp(fun_w, (0, T), w0, method="LSODA", jac=jac_w, rtol=1e-10, atol=1e-12).y[:, -1]
+        return (w[:d] ** 2 - w[d:] ** 2) / 4
+
     rows.append(("SciPy LSODA in w±, rtol 1e-10 (bench_rodas.py's peer)", sec, len(sol.t) - 1, sol.nfev, sol.nlu,
                  float(sol.t[-1]), np.abs((sol20.y[:d, -1] ** 2 - sol20.y[d:, -1] ** 2) / 4 - theta_ref).max(),
-                 np.nan))
+                 np.nan, along_error(lsoda_theta)))
 
     peer = rows[-1][1]
     print(f"\n{'run':<62} {'time':>9} {'x LSODA':>8} {'steps':>6} {'RHS':>6} {'LU':>5} {'t_end':>9} "
-          f"{'θ(20) err':>10} {'G₂(20) err':>10}")
-    for name, sec, steps, rhs_n, lu, t_end, e_theta, e_g2 in rows:
+          f"{'θ(20) err':>10} {'G₂(20) err':>10} {'θ err, t = 2-2000':>18}")
+    for name, sec, steps, rhs_n, lu, t_end, e_theta, e_g2, e_along in rows:
         print(f"{name:<62} {sec * 1e3:7.2f} ms {peer / sec:7.1f}x {steps if steps is not None else '-':>6} "
-              f"{rhs_n:>6} {lu if lu is not None else '-':>5} {t_end:9.4g} {e_theta:10.1e} {e_g2:10.1e}")
+              f"{rhs_n:>6} {lu if lu is not None else '-':>5} {t_end:9.4g} {e_theta:10.1e} {e_g2:10.1e} "
+              f"{e_along:18.1e}")
 
 
 if __name__ == "__main__":
