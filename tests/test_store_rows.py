@@ -197,9 +197,14 @@ def test_stored_commands_do_not_read_their_rows_back(tmp_path, monkeypatch, caps
     assert "trajectory" not in again and again["rows"] == rows and again["steps_done"] == out["steps_done"]
 
 
-def test_a_stored_run_of_the_command_line_keeps_no_rows_in_memory(tmp_path, capsys):
+def test_a_stored_run_of_the_command_line_keeps_no_rows_in_memory(tmp_path, capsys, monkeypatch):
     """Below 256 MiB the writer kept every recorded block in memory to build the result's trajectory: the peak was
-    2.3 times the trajectory (224 MB for 100 MB of rows), now half of it (the driver's block and the writer's queue)."""
+    2.3 times the trajectory (224 MB for 100 MB of rows), now half of it (the driver's block and the writer's queue).
+
+    The writer's queue may hold ``MAX_QUEUED_BYTES`` (64 MiB) before the run waits for it, most of this trajectory:
+    on a slow machine it filled up and the peak reached 94.8 MB (an AMD EPYC, 2026-11-27). Its cap is 16 MiB here, so
+    the bound measures what is kept, not how fast the writer thread compresses."""
+    monkeypatch.setattr(store_writer, "MAX_QUEUED_BYTES", 16 * 2**20)
     d, steps = 30, 100_000
     trajectory = (steps + 1) * (4 * d + 4) * 8  # θ, w±, Δ, two losses, step and time
     argv = ["run", "--gamma", "0.02", "--beta", "0.7", "--steps", str(steps), "--record-every", "1", "--d", str(d),
@@ -212,7 +217,7 @@ def test_a_stored_run_of_the_command_line_keeps_no_rows_in_memory(tmp_path, caps
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 0.75 * trajectory, (peak, trajectory)
+    assert peak < 0.75 * trajectory, (peak, trajectory)  # (0.51 alone, AMD EPYC, 2026-11-27)
     assert dm.open_store(tmp_path / "r.h5").rows == steps + 1
     res = dm.mgd(dm.sparse_regression(d=d, seed=0), 0.02, 0.7, steps=1000, record=dm.Record(every=1),
                  store=tmp_path / "api.h5")  # the API's stored run still returns every row
