@@ -455,12 +455,10 @@ def implicit_bias(X, y, delta, theta0_tilde=0.0, *, theta0_mirror=None, tol=1e-1
         # Once more from the equivalent reference point of the same mirror coordinate a₀ (the minimiser depends on
         # a₀ only modulo range(Xᵀ)): with θ̃₀ ~ 1e-63 against Δ∞ ~ 1e-133..1e-104 (MGF from α = 1e-50,
         # tests/test_rodas_extremes.py) Newton from θ(0) = θ̃₀ stalled at a residual of 0.27 on an AMD EPYC (it
-        # converged on an Intel Xeon: the BLAS's roundings differ), and from the equivalent point it converges
-        with np.errstate(over="ignore", invalid="ignore"):
-            a0_reference = _mirror_coordinate(theta0, delta)
-        if np.all(np.isfinite(a0_reference)):
-            again = implicit_bias(X, y, delta, theta0_mirror=a0_reference, tol=tol, max_iter=max_iter,
-                                  raise_on_failure=False)
+        # converged on an Intel Xeon: the BLAS's roundings differ), and from the equivalent point it converges.
+        # (a0 is θ̃₀'s mirror coordinate at the Δ asked for: the last stage's, or set above after an earlier one failed)
+        if np.all(np.isfinite(a0)):
+            again = implicit_bias(X, y, delta, theta0_mirror=a0, tol=tol, max_iter=max_iter, raise_on_failure=False)
             if again.converged:
                 return replace(again, iterations=iterations + again.iterations)
     if not converged and raise_on_failure:
