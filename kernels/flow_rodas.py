@@ -356,9 +356,10 @@ def _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp
 
 
 @njit(**INLINE_JIT_OPTIONS)
-def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, am, E, N, NT, piv, B2T, piv2,
+def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, jrow, ap, am, E, N, NT, piv, B2T, piv2,
            R, Kout, sp, sm, t, hz, hw, resid, rhs2):
-    """Kout = (I - cA)⁻¹ R with A the exact Jacobian of :func:`_rhs` at ``Y0`` (module docstring)."""
+    """Kout = (I - cA)⁻¹ R with A the exact Jacobian of :func:`_rhs` at ``Y0`` (module docstring); ``jrow`` the
+    step's coefficients of the J± rows (:func:`_j_rows`)."""
     d = Y0.shape[1]
     beta = c * c
     # s = λ r_v - c M r_w, with M r_w = diag(g, -g) r_w + ½ U H (Uᵀ r_w)
@@ -372,28 +373,24 @@ def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, a
         sm[i] = lam * R[V_MINUS, i] - c * mm
     _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm,
              Kout[V_PLUS], Kout[V_MINUS], t, hz, resid, rhs2)
-    for i in range(d):
-        Kout[W_PLUS, i] = R[W_PLUS, i] + c * Kout[V_PLUS, i]
-        Kout[W_MINUS, i] = R[W_MINUS, i] + c * Kout[V_MINUS, i]
-    # the integral rows: their exact Jacobian rows applied to the solved w and ẇ parts, through
-    # H δθ = ½ H Uᵀx_w; x_w = r_w + c x_v, so H Uᵀx_w = H Uᵀr_w + c H Uᵀx_v (both at hand)
-    for i in range(d):
-        hz[i] = 0.5 * (hw[i] + c * hz[i])
+    # x_w = r_w + c x_v, then the integral rows: their exact Jacobian rows applied to the solved w and ẇ parts,
+    # through H δθ = ½ H Uᵀx_w = ½(H Uᵀr_w + c H Uᵀx_v) (both at hand); one pass over the coordinates
     damp = 1.0 / (1.0 + c * inv_lam)
     for i in range(d):
-        dg = hz[i]
+        xvp = Kout[V_PLUS, i]
+        xvm = Kout[V_MINUS, i]
+        xwp = R[W_PLUS, i] + c * xvp
+        xwm = R[W_MINUS, i] + c * xvm
+        Kout[W_PLUS, i] = xwp
+        Kout[W_MINUS, i] = xwm
+        dg = 0.5 * (hw[i] + c * hz[i])
         Kout[P_INT, i] = R[P_INT, i] + c * dg
         Kout[G2_INT, i] = R[G2_INT, i] + c * (2.0 * g0[i] * dg)
-        jp = 0.0
-        jm = 0.0
-        if valid_p[i]:
-            wp = Y0[W_PLUS, i]
-            vp = Y0[V_PLUS, i]
-            jp = c * (2.0 * vp / (wp * wp)) * (Kout[V_PLUS, i] - vp / wp * Kout[W_PLUS, i])
-        if valid_m[i]:
-            wm = Y0[W_MINUS, i]
-            vm = Y0[V_MINUS, i]
-            jm = c * (2.0 * vm / (wm * wm)) * (Kout[V_MINUS, i] - vm / wm * Kout[W_MINUS, i])
+        # (computed for every coordinate and then selected: no branches in the loop)
+        jp = jrow[0, i] * (xvp - jrow[1, i] * xwp)
+        jm = jrow[2, i] * (xvm - jrow[3, i] * xwm)
+        jp = jp if valid_p[i] else 0.0
+        jm = jm if valid_m[i] else 0.0
         Kout[J_PLUS, i] = R[J_PLUS, i] + jp
         Kout[J_MINUS, i] = R[J_MINUS, i] + jm
         Kout[K_PLUS, i] = (R[K_PLUS, i] + jp) * damp
@@ -402,37 +399,120 @@ def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, a
 
 
 @njit(**INLINE_JIT_OPTIONS)
+def _j_rows(c, Y0, valid_p, valid_m, jrow):
+    """The step's coefficients of the J± rows of (I - cA)x = r (:func:`_solve`): the exact Jacobian row of
+    (ẇ/w)² applied to (x_w, x_v) is (2ẇ/w²)(x_v - (ẇ/w)x_w), so ``jrow`` holds c·2ẇ₊/w₊², ẇ₊/w₊, c·2ẇ₋/w₋²,
+    ẇ₋/w₋ at ``Y0`` (rows 0-3; 0 for a crossed coordinate). Once per step: the eight stage solves share them and
+    divide no more."""
+    d = Y0.shape[1]
+    for i in range(d):
+        jrow[0, i] = 0.0
+        jrow[1, i] = 0.0
+        jrow[2, i] = 0.0
+        jrow[3, i] = 0.0
+        if valid_p[i]:
+            wp = Y0[W_PLUS, i]
+            vp = Y0[V_PLUS, i]
+            jrow[0, i] = c * (2.0 * vp / (wp * wp))
+            jrow[1, i] = vp / wp
+        if valid_m[i]:
+            wm = Y0[W_MINUS, i]
+            vm = Y0[V_MINUS, i]
+            jrow[2, i] = c * (2.0 * vm / (wm * wm))
+            jrow[3, i] = vm / wm
+
+
+@njit(**INLINE_JIT_OPTIONS)
 def _stage_point(s, inv_h, Y0, K, U, R):
     """Stage s ≥ 1 of the method: u_s = y₀ + Σ_j a_sj k_j into ``U`` and Σ_j C_sj k_j/h into ``R`` (rows of
-    shape (rows, d); ``K`` the stages, (N_STAGES, rows, d)), in one pass over each k_j (j increasing). Shared by
-    both systems' steps (also :mod:`.flow_rodas_gf`)."""
+    shape (rows, d); ``K`` the stages, (N_STAGES, rows, d)). Shared by both systems' steps (also
+    :mod:`.flow_rodas_gf`).
+
+    Each element receives its terms in the order j = 0, 1, ..., s-1; the passes take four stages at a time
+    (:func:`_add_stages`), which keeps the sums of the one-stage-a-pass loop, bit for bit, with a quarter of
+    the loads and stores of ``U`` and ``R``.
+    """
     rows, d = Y0.shape
     for r in range(rows):
         for q in range(d):
             U[r, q] = Y0[r, q]
             R[r, q] = 0.0
-    for j in range(s):
-        a = RODAS_A[s, j]
-        cj = RODAS_C[s, j] * inv_h
+    j = 0
+    while j < s:
+        _add_stages(j, min(s - j, 4), RODAS_A[s], RODAS_C[s], inv_h, K, U, R)
+        j += 4
+
+
+@njit(**INLINE_JIT_OPTIONS)
+def _add_stages(j, count, a, cc, inv_h, K, U, R):
+    """U += Σ a_i k_i and R += Σ (cc_i/h) k_i over the ``count`` (1 to 4) stages i = j, j+1, ..., in that order for
+    each element, in one pass over the elements."""
+    rows, d = U.shape
+    if count == 4:
+        a0, a1, a2, a3 = a[j], a[j + 1], a[j + 2], a[j + 3]
+        c0, c1, c2, c3 = cc[j] * inv_h, cc[j + 1] * inv_h, cc[j + 2] * inv_h, cc[j + 3] * inv_h
         for r in range(rows):
+            k0 = K[j, r]
+            k1 = K[j + 1, r]
+            k2 = K[j + 2, r]
+            k3 = K[j + 3, r]
+            u = U[r]
+            rr = R[r]
             for q in range(d):
-                kq = K[j, r, q]
-                U[r, q] += a * kq
-                R[r, q] += cj * kq
+                u[q] = (((u[q] + a0 * k0[q]) + a1 * k1[q]) + a2 * k2[q]) + a3 * k3[q]
+                rr[q] = (((rr[q] + c0 * k0[q]) + c1 * k1[q]) + c2 * k2[q]) + c3 * k3[q]
+    elif count == 3:
+        a0, a1, a2 = a[j], a[j + 1], a[j + 2]
+        c0, c1, c2 = cc[j] * inv_h, cc[j + 1] * inv_h, cc[j + 2] * inv_h
+        for r in range(rows):
+            k0 = K[j, r]
+            k1 = K[j + 1, r]
+            k2 = K[j + 2, r]
+            u = U[r]
+            rr = R[r]
+            for q in range(d):
+                u[q] = ((u[q] + a0 * k0[q]) + a1 * k1[q]) + a2 * k2[q]
+                rr[q] = ((rr[q] + c0 * k0[q]) + c1 * k1[q]) + c2 * k2[q]
+    elif count == 2:
+        a0, a1 = a[j], a[j + 1]
+        c0, c1 = cc[j] * inv_h, cc[j + 1] * inv_h
+        for r in range(rows):
+            k0 = K[j, r]
+            k1 = K[j + 1, r]
+            u = U[r]
+            rr = R[r]
+            for q in range(d):
+                u[q] = (u[q] + a0 * k0[q]) + a1 * k1[q]
+                rr[q] = (rr[q] + c0 * k0[q]) + c1 * k1[q]
+    else:
+        a0 = a[j]
+        c0 = cc[j] * inv_h
+        for r in range(rows):
+            k0 = K[j, r]
+            u = U[r]
+            rr = R[r]
+            for q in range(d):
+                u[q] = u[q] + a0 * k0[q]
+                rr[q] = rr[q] + c0 * k0[q]
 
 
 @njit(**INLINE_JIT_OPTIONS)
 def _step_end(Y0, K, Y1):
-    """y₁ = y₀ + Σ_j b_j k_j (rows as :func:`_stage_point`; j increasing)."""
+    """y₁ = y₀ + Σ_j b_j k_j (rows as :func:`_stage_point`; j increasing, four stages a pass as there)."""
     rows, d = Y0.shape
     for r in range(rows):
         for q in range(d):
             Y1[r, q] = Y0[r, q]
-    for j in range(N_STAGES):
-        bj = RODAS_B[j]
+    for j in range(0, N_STAGES, 4):
+        b0, b1, b2, b3 = RODAS_B[j], RODAS_B[j + 1], RODAS_B[j + 2], RODAS_B[j + 3]
         for r in range(rows):
+            k0 = K[j, r]
+            k1 = K[j + 1, r]
+            k2 = K[j + 2, r]
+            k3 = K[j + 3, r]
+            y1 = Y1[r]
             for q in range(d):
-                Y1[r, q] += bj * K[j, r, q]
+                y1[q] = (((y1[q] + b0 * k0[q]) + b1 * k1[q]) + b2 * k2[q]) + b3 * k3[q]
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -442,7 +522,7 @@ def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m
     Returns the factorisation used (1, 2) or 0 if the matrix was singular. ``ws`` is the work
     record of :func:`_workspace`.
     """
-    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, F, R, sp, sm, t, hz, hw, resid, rhs2, theta, g) = ws
+    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, F, R, sp, sm, t, hz, hw, resid, rhs2, theta, g, jrow) = ws
     d = Y0.shape[1]
     c = h * GAMMA
     how = _factor(H, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2)
@@ -452,6 +532,7 @@ def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m
     if how == 0:
         return 0
     inv_h = 1.0 / h
+    _j_rows(c, Y0, valid_p, valid_m, jrow)
     for s in range(N_STAGES):
         if s == 0:
             for r in range(N_RK_ROWS):
@@ -464,8 +545,8 @@ def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m
             for r in range(N_RK_ROWS):
                 for q in range(d):
                     R[r, q] = c * (F[r, q] + R[r, q])
-        _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, ap, am, E, N, NT, piv, B2T, piv2,
-               R, Kst[s], sp, sm, t, hz, hw, resid, rhs2)
+        _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, jrow, ap, am, E, N, NT, piv, B2T,
+               piv2, R, Kst[s], sp, sm, t, hz, hw, resid, rhs2)
     _step_end(Y0, Kst, Y1)
     return how
 
@@ -516,5 +597,5 @@ def _workspace(n, d):
             np.zeros((2 * d, 2 * d)), np.zeros((2 * d, 2 * d)), np.zeros(2 * d, dtype=np.int64))
     rows = (np.zeros((N_RK_ROWS, d)), np.zeros((N_RK_ROWS, d)), np.zeros((N_RK_ROWS, d)))
     tail = (np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(max(n, 1)), np.zeros(2 * d),
-            np.zeros(d), np.zeros(d))
+            np.zeros(d), np.zeros(d), np.zeros((4, d)))
     return vec + mats + rows + tail

@@ -257,24 +257,24 @@ def _mirror_point(Z, F, g, wp, wm, valid_p, valid_m, Y, FY):
 @njit(**LEAF_JIT_OPTIONS)
 def _dense_row(Y0, Y1, Kst, r, dense, k):
     """Dense row ``k`` of the last step from row ``r`` of its end points ``Y0``, ``Y1`` and of the stages:
-    q_m = Σ_j RODAS_H[m, j] k_j, summed over j in increasing order (passes over the coordinates, which vectorise).
+    q_m = Σ_j RODAS_H[m, j] k_j, summed over j in increasing order, in one pass over the coordinates (which
+    vectorises) with the three sums in registers.
     (Whole arrays and a row index, not row views: a view made in the step loop costs atomic reference counts.)"""
     d = Y0.shape[1]
     for i in range(d):
         dense[0, k, i] = Y0[r, i]
         dense[1, k, i] = Y1[r, i]
-        dense[2, k, i] = 0.0
-        dense[3, k, i] = 0.0
-        dense[4, k, i] = 0.0
-    for j in range(N_STAGES):
-        h0 = RODAS_H[0, j]
-        h1 = RODAS_H[1, j]
-        h2 = RODAS_H[2, j]
-        for i in range(d):
+        q1 = 0.0
+        q2 = 0.0
+        q3 = 0.0
+        for j in range(N_STAGES):
             kji = Kst[j, r, i]
-            dense[2, k, i] += h0 * kji
-            dense[3, k, i] += h1 * kji
-            dense[4, k, i] += h2 * kji
+            q1 = q1 + RODAS_H[0, j] * kji
+            q2 = q2 + RODAS_H[1, j] * kji
+            q3 = q3 + RODAS_H[2, j] * kji
+        dense[2, k, i] = q1
+        dense[3, k, i] = q2
+        dense[4, k, i] = q3
 
 
 @njit(**LEAF_JIT_OPTIONS)

@@ -136,13 +136,14 @@ def test_structured_solve_is_the_exact_jacobian_solve(problem, lam, c):
     R = np.random.default_rng(1).standard_normal((KF.N_RK_ROWS, d))
     want = np.linalg.solve(np.eye(m) - c * A, R.ravel()).reshape(R.shape)
     ws = KR._workspace(problem.n, d)
-    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, Fw, Rw, sp, sm, t, hz, hw, resid, rhs2, theta, gw) = ws
+    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, Fw, Rw, sp, sm, t, hz, hw, resid, rhs2, theta, gw, jrow) = ws
     how = KR._factor(problem.hessian, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2)
     assert how in (1, 2, 3)
     out = np.zeros_like(R)
     ok = np.ones(d, dtype=bool)
-    KR._solve(problem.X, problem.XT, problem.hessian, MODE_HESSIAN, lam, 1 / lam, c, how, Y, g, ok, ok, ap, am, E, N,
-              NT, piv, B2T, piv2, R, out, sp, sm, t, hz, hw, resid, rhs2)
+    KR._j_rows(c, Y, ok, ok, jrow)
+    KR._solve(problem.X, problem.XT, problem.hessian, MODE_HESSIAN, lam, 1 / lam, c, how, Y, g, ok, ok, jrow, ap, am,
+              E, N, NT, piv, B2T, piv2, R, out, sp, sm, t, hz, hw, resid, rhs2)
     scale = np.abs(want).max(axis=1, keepdims=True) + 1e-300
     assert np.all(np.abs(out - want) / scale < 1e-9), (how, np.max(np.abs(out - want) / scale))
 
