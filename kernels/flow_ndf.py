@@ -77,10 +77,10 @@ import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, LEAF_JIT_OPTIONS, OVERFLOW
-from .flow import CROSS_MINUS, CROSS_PLUS, G2_INT, MAX_W2, MIN_DELTA, P_INT, STEPS_DONE, _gradient
+from .flow import G2_INT, MAX_W2, MIN_DELTA, P_INT, STEPS_DONE, _gradient
 from .flow_rodas import FAILED, H_LAST, H_MIN_REL, H_NEXT, N_LU, N_RHS, N_SSTATE, REJECTED, T_LAST, T_NOW
 from .flow_rodas_gf import MIRROR_G2, MIRROR_P, N_MIRROR_ROWS, _factor_mirror, _solve_p_rows, _weights
-from .flow_rodas_run import _data_bounds, _mirror_point, _record_mirror, _stop_status
+from .flow_rodas_run import _data_bounds, _mirror_point, _record_mirror, _stop_status, _valid_for_j
 from .status import DIVERGED, MAX_STEPS, RUNNING
 
 # -- the NDF (Shampine & Reichelt 1997), as SciPy's BDF ------------------------------------------
@@ -311,11 +311,7 @@ def _ndf_advance(
     p_new = y_new[MIRROR_P]
     scale_p = scale[MIRROR_P]
     # (gradient flow never crosses zero: the coordinates valid for J± are those of the state, fixed for the call)
-    valid_p = np.empty(d, dtype=np.bool_)
-    valid_m = np.empty(d, dtype=np.bool_)
-    for i in range(d):
-        valid_p[i] = istate[CROSS_PLUS, i] == 0
-        valid_m[i] = istate[CROSS_MINUS, i] == 0
+    valid_p, valid_m = _valid_for_j(istate)
     n_record = record_times.shape[0]
     capacity = rec_step.shape[0]
     x_max, y_max = _data_bounds(X, y) if tol >= 0.0 else (0.0, 0.0)

@@ -497,6 +497,16 @@ def _add_stages(j, count, a, cc, inv_h, K, U, R):
 
 
 @njit(**INLINE_JIT_OPTIONS)
+def _stage_right_side(c, F, R, add):
+    """The right side of a stage's system, r = c(f(u_s) + Σ_j C_sj k_j/h), into ``R`` (which holds the sum when ``add``;
+    stage 1 has none: r = c·f(y₀)). Rows as :func:`_stage_point`; shared by both systems' steps."""
+    rows, d = F.shape
+    for r in range(rows):
+        for q in range(d):
+            R[r, q] = c * (F[r, q] + R[r, q]) if add else c * F[r, q]
+
+
+@njit(**INLINE_JIT_OPTIONS)
 def _step_end(Y0, K, Y1):
     """y₁ = y₀ + Σ_j b_j k_j (rows as :func:`_stage_point`; j increasing, four stages a pass as there)."""
     rows, d = Y0.shape
@@ -523,7 +533,6 @@ def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m
     record of :func:`_workspace`.
     """
     (ap, am, E, N, NT, piv, B2, B2T, piv2, U, F, R, sp, sm, t, hz, hw, resid, rhs2, theta, g, jrow) = ws
-    d = Y0.shape[1]
     c = h * GAMMA
     how = _factor(H, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2)
     counters[N_LU] += 1
@@ -535,16 +544,12 @@ def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m
     _j_rows(c, Y0, valid_p, valid_m, jrow)
     for s in range(N_STAGES):
         if s == 0:
-            for r in range(N_RK_ROWS):
-                for q in range(d):
-                    R[r, q] = c * F0[r, q]
+            _stage_right_side(c, F0, R, False)
         else:
             _stage_point(s, inv_h, Y0, Kst, U, R)
             _rhs(X, XT, y, H, b, mode, inv_lam, U, valid_p, valid_m, theta, g, resid, F)
             counters[N_RHS] += 1
-            for r in range(N_RK_ROWS):
-                for q in range(d):
-                    R[r, q] = c * (F[r, q] + R[r, q])
+            _stage_right_side(c, F, R, True)
         _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, jrow, ap, am, E, N, NT, piv, B2T,
                piv2, R, Kst[s], sp, sm, t, hz, hw, resid, rhs2)
     _step_end(Y0, Kst, Y1)

@@ -52,7 +52,7 @@ from numba import njit
 
 from .config import INLINE_JIT_OPTIONS, JIT_OPTIONS, LEAF_JIT_OPTIONS, OVERFLOW
 from .flow import _gradient
-from .flow_rodas import GAMMA, N_LU, N_RHS, N_STAGES, _stage_point, _step_end
+from .flow_rodas import GAMMA, N_LU, N_RHS, N_STAGES, _stage_point, _stage_right_side, _step_end
 from .small_linalg import _cholesky, _cholesky_solve, _lu, _lu_solve, _lu_transpose
 
 #: Rows of the mirror state (shape (N_MIRROR_ROWS, d)): P = ∫g and G₂ = ∫g⊙g.
@@ -153,7 +153,6 @@ def _attempt_mirror(X, XT, y, H, b, mode, w_init, h, Z0, F0, g0, wp0, wm0, ws, K
     docstring there). Returns the factorisation used (1, 3) or 0 if the matrix was singular.
     """
     (sig, N, NT, piv, U, F, R, t, wp, wm, theta, g, resid) = ws
-    d = Z0.shape[1]
     c = h * GAMMA
     how = _factor_mirror(H, c, wp0, wm0, sig, N, NT, piv)
     counters[N_LU] += 1
@@ -162,16 +161,12 @@ def _attempt_mirror(X, XT, y, H, b, mode, w_init, h, Z0, F0, g0, wp0, wm0, ws, K
     inv_h = 1.0 / h
     for s in range(N_STAGES):
         if s == 0:
-            for r in range(N_MIRROR_ROWS):
-                for q in range(d):
-                    R[r, q] = c * F0[r, q]
+            _stage_right_side(c, F0, R, False)
         else:
             _stage_point(s, inv_h, Z0, Kst, U, R)
             _rhs_mirror(X, XT, y, H, b, mode, w_init, U, wp, wm, theta, g, resid, F)
             counters[N_RHS] += 1
-            for r in range(N_MIRROR_ROWS):
-                for q in range(d):
-                    R[r, q] = c * (F[r, q] + R[r, q])
+            _stage_right_side(c, F, R, True)
         _solve_mirror(how, sig, N, NT, piv, g0, R, Kst[s], t)
     _step_end(Z0, Kst, Z1)
     return how

@@ -350,6 +350,21 @@ def _stop_status(X, y, Y, theta, tol, x_max, y_max, sstate, point):
     return RUNNING
 
 
+@njit(**JIT_OPTIONS)
+def _valid_for_j(istate):
+    """The coordinates whose J±, K± still integrate, as two new boolean arrays (``valid_p``, ``valid_m``): those whose
+    w₊ (w₋) has not crossed zero (``istate`` rows ``CROSS_PLUS``, ``CROSS_MINUS``). Built once per call of a driver
+    (the adaptive schemes' per-step functions take them, :mod:`.flow_rodas`, :mod:`.flow_ndf`), where the step loop
+    allocated two every step."""
+    d = istate.shape[1]
+    valid_p = np.empty(d, dtype=np.bool_)
+    valid_m = np.empty(d, dtype=np.bool_)
+    for i in range(d):
+        valid_p[i] = istate[CROSS_PLUS, i] == 0
+        valid_m[i] = istate[CROSS_MINUS, i] == 0
+    return valid_p, valid_m
+
+
 @njit(**LEAF_JIT_OPTIONS)
 def _data_bounds(X, y):
     """The largest |X| and |y| (the bounds of :func:`_at_rounding_floor`'s cheap test)."""
@@ -424,11 +439,7 @@ def _rodas_advance(
     wm0 = np.empty(d)
     wp1 = np.empty(d)
     wm1 = np.empty(d)
-    valid_p = np.empty(d, dtype=np.bool_)
-    valid_m = np.empty(d, dtype=np.bool_)
-    for i in range(d):
-        valid_p[i] = istate[CROSS_PLUS, i] == 0
-        valid_m[i] = istate[CROSS_MINUS, i] == 0
+    valid_p, valid_m = _valid_for_j(istate)
     for r in range(N_RK_ROWS):
         for i in range(d):
             Y0[r, i] = fstate[r, i]
