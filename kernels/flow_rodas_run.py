@@ -257,8 +257,8 @@ def _mirror_point(Z, F, g, wp, wm, valid_p, valid_m, Y, FY):
 @njit(**LEAF_JIT_OPTIONS)
 def _dense_row(Y0, Y1, Kst, r, dense, k):
     """Dense row ``k`` of the last step from row ``r`` of its end points ``Y0``, ``Y1`` and of the stages:
-    q_m = Σ_j RODAS_H[m, j] k_j, summed over j in increasing order, in one pass over the coordinates (which
-    vectorises) with the three sums in registers.
+    q_m = Σ_j RODAS_H[m, j] k_j, summed over j in increasing order, in one pass over the coordinates with the three
+    sums in registers.
     (Whole arrays and a row index, not row views: a view made in the step loop costs atomic reference counts.)"""
     d = Y0.shape[1]
     for i in range(d):
@@ -354,8 +354,8 @@ def _stop_status(X, y, Y, theta, tol, x_max, y_max, sstate, point):
 def _valid_for_j(istate):
     """The coordinates whose J±, K± still integrate, as two new boolean arrays (``valid_p``, ``valid_m``): those whose
     w₊ (w₋) has not crossed zero (``istate`` rows ``CROSS_PLUS``, ``CROSS_MINUS``). Built once per call of a driver
-    (the adaptive schemes' per-step functions take them, :mod:`.flow_rodas`, :mod:`.flow_ndf`), where the step loop
-    allocated two every step."""
+    (:func:`_rodas_advance`, :func:`.flow_ndf._ndf_advance`), outside the step loop, which allocates nothing; the
+    per-step functions take them and a crossing clears its entry."""
     d = istate.shape[1]
     valid_p = np.empty(d, dtype=np.bool_)
     valid_m = np.empty(d, dtype=np.bool_)
