@@ -73,6 +73,13 @@ def _hermite_root(w0, w1, m0, m1, lo, hi):
     return s
 
 
+@njit(inline="always", **JIT_OPTIONS)
+def _may_cross(w0, w1, m0, m1):
+    """Whether the Hermite cubic of (w0, w1, m0, m1) may change sign on [0, 1]: the end values differ in sign, or
+    |w| decreases at the start and increases at the end (:func:`_hermite_crossings` then decides)."""
+    return ((w1 < 0.0) != (w0 < 0.0)) or ((w0 * m0 < 0.0) and (w1 * m1 > 0.0))
+
+
 @njit(**JIT_OPTIONS)
 def _hermite_crossings(w0, w1, m0, m1, out):
     """Sign changes of the Hermite cubic on [0, 1], as fractions of the step.

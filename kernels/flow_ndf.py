@@ -77,8 +77,20 @@ import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, LEAF_JIT_OPTIONS, OVERFLOW
-from .flow import G2_INT, MAX_W2, MIN_DELTA, P_INT, STEPS_DONE, _gradient
-from .flow_rodas import FAILED, H_LAST, H_MIN_REL, H_NEXT, N_LU, N_RHS, N_SSTATE, REJECTED, T_LAST, T_NOW
+from .flow import G2_INT, MAX_W2, MIN_DELTA, P_INT, STEPS_DONE
+from .flow_rodas import (
+    FAILED,
+    H_LAST,
+    H_MIN_REL,
+    H_NEXT,
+    N_LU,
+    N_RHS,
+    N_SSTATE,
+    REJECTED,
+    T_LAST,
+    T_NOW,
+    _gradient_adaptive,
+)
 from .flow_rodas_gf import MIRROR_G2, MIRROR_P, N_MIRROR_ROWS, _factor_mirror, _solve_p_rows, _weights
 from .flow_rodas_run import _data_bounds, _mirror_point, _record_mirror, _stop_status, _valid_for_j
 from .status import DIVERGED, MAX_STEPS, RUNNING
@@ -176,7 +188,7 @@ def _vector_field(X, XT, y, H, b, mode, w_init, P, wp, wm, theta, g, resid):
         if not (abs(wp[i]) < OVERFLOW and abs(wm[i]) < OVERFLOW):
             return False
         theta[i] = (wp[i] * wp[i] - wm[i] * wm[i]) * 0.25
-    _gradient(X, XT, y, H, b, mode, theta, d, resid, g)
+    _gradient_adaptive(X, XT, y, H, b, mode, theta, d, resid, g)
     for i in range(d):
         if not (abs(g[i]) < np.inf):
             return False

@@ -51,8 +51,16 @@ import numpy as np
 from numba import njit
 
 from .config import INLINE_JIT_OPTIONS, JIT_OPTIONS, LEAF_JIT_OPTIONS, OVERFLOW
-from .flow import _gradient
-from .flow_rodas import GAMMA, N_LU, N_RHS, N_STAGES, _stage_point, _stage_right_side, _step_end
+from .flow_rodas import (
+    GAMMA,
+    N_LU,
+    N_RHS,
+    N_STAGES,
+    _gradient_adaptive,
+    _stage_point,
+    _stage_right_side,
+    _step_end,
+)
 from .small_linalg import _cholesky, _cholesky_solve, _lu, _lu_solve, _lu_transpose
 
 #: Rows of the mirror state (shape (N_MIRROR_ROWS, d)): P = ∫g and G₂ = ∫g⊙g.
@@ -84,7 +92,7 @@ def _field_mirror(X, XT, y, H, b, mode, wp, wm, theta, g, resid, F):
     d = wp.shape[0]
     for i in range(d):
         theta[i] = (wp[i] * wp[i] - wm[i] * wm[i]) * 0.25
-    _gradient(X, XT, y, H, b, mode, theta, d, resid, g)
+    _gradient_adaptive(X, XT, y, H, b, mode, theta, d, resid, g)
     for i in range(d):
         gi = g[i]
         F[MIRROR_P, i] = gi

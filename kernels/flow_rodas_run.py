@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, LEAF_JIT_OPTIONS
-from .crossings import _hermite_crossings, _safeguarded_step
+from .crossings import _hermite_crossings, _may_cross, _safeguarded_step
 from .flow import (
     CROSS_MINUS,
     CROSS_PLUS,
@@ -71,6 +71,8 @@ from .flow_rodas import (
     T_NOW,
     _attempt,
     _error_norm,
+    _flat_rows,
+    _flat_stages,
     _rhs,
     _workspace,
 )
@@ -140,9 +142,7 @@ def _crossings(Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time,
             w1 = Y1[row, i]
             m0 = h * F0[row, i]
             m1 = h * F1[row, i]
-            flip = (w1 < 0.0) != (w0 < 0.0)
-            turn = (w0 * m0 < 0.0) and (w1 * m1 > 0.0)
-            if not (flip or turn):
+            if not _may_cross(w0, w1, m0, m1):
                 continue
             found = _hermite_crossings(w0, w1, m0, m1, roots)
             for k in range(found):
@@ -155,6 +155,17 @@ def _crossings(Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time,
                 valid[i] = False
                 Y1[jrow, i] = Y0[jrow, i]
                 Y1[krow, i] = Y0[krow, i]
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _any_may_cross(Y0, Y1, F0, F1, h):
+    """Whether some coordinate of w± may cross zero in the step (:func:`.crossings._may_cross`, the test of
+    :func:`_crossings`): only then does the step need its dense output before the next one."""
+    for row in (W_PLUS, W_MINUS):
+        for i in range(Y0.shape[1]):
+            if _may_cross(Y0[row, i], Y1[row, i], h * F0[row, i], h * F1[row, i]):
+                return True
+    return False
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -255,15 +266,19 @@ def _mirror_point(Z, F, g, wp, wm, valid_p, valid_m, Y, FY):
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def _dense_row(Y0, Y1, Kst, r, dense, k):
-    """Dense row ``k`` of the last step from row ``r`` of its end points ``Y0``, ``Y1`` and of the stages:
-    q_m = Σ_j RODAS_H[m, j] k_j, summed over j in increasing order, in one pass over the coordinates with the three
-    sums in registers.
-    (Whole arrays and a row index, not row views: a view made in the step loop costs atomic reference counts.)"""
-    d = Y0.shape[1]
-    for i in range(d):
+def _dense_ends(Y0, Y1, r, dense, k):
+    """Rows y₀, y₁ of dense row ``k`` of the last step: row ``r`` of its end points (whole arrays and a row index,
+    not row views: a view made in the step loop costs atomic reference counts)."""
+    for i in range(Y0.shape[1]):
         dense[0, k, i] = Y0[r, i]
         dense[1, k, i] = Y1[r, i]
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _dense_slopes(Kst, r, dense, k):
+    """Rows q₁, q₂, q₃ of dense row ``k`` of the last step from row ``r`` of its stages: q_m = Σ_j RODAS_H[m, j] k_j,
+    summed over j in increasing order, in one pass over the coordinates with the three sums in registers."""
+    for i in range(Kst.shape[2]):
         q1 = 0.0
         q2 = 0.0
         q3 = 0.0
@@ -275,6 +290,18 @@ def _dense_row(Y0, Y1, Kst, r, dense, k):
         dense[2, k, i] = q1
         dense[3, k, i] = q2
         dense[4, k, i] = q3
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _dense_owed(gf, Kst, Kz, dense):
+    """The q rows of ``dense`` of the last accepted step, from its stages (``Kz``: gradient flow's, whose row 0 is
+    P; ``Kst``: MGF's rows w₊, w₋, ẇ₊, ẇ₋). The step loop forms them only when something reads them (module
+    docstring of :func:`_rodas_advance`)."""
+    if gf:
+        _dense_slopes(Kz, MIRROR_P, dense, 0)
+    else:
+        for k in range(4):
+            _dense_slopes(Kst, _D_ROWS[k], dense, k)
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -425,6 +452,10 @@ def _rodas_advance(
     g0 = np.empty(d)
     g1 = np.empty(d)
     Kst = np.zeros((N_STAGES, N_RK_ROWS, d))
+    Kacc = np.zeros((N_STAGES, N_RK_ROWS, d))  # (the stages of the last accepted step)
+    # the same arrays seen flat (flow_rodas._attempt), swapped with them
+    Y0f, Y1f, F0f, F1f = _flat_rows(Y0), _flat_rows(Y1), _flat_rows(F0), _flat_rows(F1)
+    Kstf, Kaccf = _flat_stages(Kst), _flat_stages(Kacc)
     wp_buf = np.empty(d)
     wm_buf = np.empty(d)
     roots = np.zeros(6)
@@ -435,6 +466,7 @@ def _rodas_advance(
     Fz0 = np.empty((N_MIRROR_ROWS, d))
     Fz1 = np.empty((N_MIRROR_ROWS, d))
     Kz = np.zeros((N_STAGES, N_MIRROR_ROWS, d))
+    Kz_acc = np.zeros((N_STAGES, N_MIRROR_ROWS, d))
     wp0 = np.empty(d)
     wm0 = np.empty(d)
     wp1 = np.empty(d)
@@ -463,6 +495,7 @@ def _rodas_advance(
         counters[N_RHS] += 1  # return before the first step when its record block is full)
     taken = 0
     status = RUNNING
+    dense_owed = False  # the q rows of the last step's dense output are still to form from Kacc (Kz_acc)
     while True:
         t = sstate[T_NOW]
         # records owed up to the current point, from the last step's dense output
@@ -472,6 +505,9 @@ def _rodas_advance(
             if row >= capacity:
                 full = True
                 break
+            if dense_owed:
+                _dense_owed(gf, Kacc, Kz_acc, dense)
+                dense_owed = False
             tr = record_times[record_cursor[0]]
             hl = sstate[H_LAST]
             s = 1.0 if hl == 0.0 else min(max((tr - sstate[T_LAST]) / hl, 0.0), 1.0)
@@ -516,7 +552,7 @@ def _rodas_advance(
                 err = _error_norm_mirror(w_init, Z0, Z1, Kz, rtol, atol, wp1, wm1) if how else np.nan
             else:
                 how = _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m, ws, Kst, Y1,
-                               counters)
+                               (Y0f, F0f, Kstf, Y1f), counters)
                 err = _error_norm(lam, Y0, Y1, Kst, rtol, atol) if how else np.nan
             if err <= 1.0:
                 accepted = True
@@ -542,20 +578,28 @@ def _rodas_advance(
         h_next = h * fac
         if last and h_next < sstate[H_NEXT]:
             h_next = sstate[H_NEXT]  # a step shortened to land on t_max does not shrink the next guess
+        # the step's stages stay in Kacc (Kz_acc) until its dense q rows are formed (_dense_owed), rejected
+        # attempts of the next step write the other buffer
+        Kst, Kacc = Kacc, Kst
+        Kstf, Kaccf = Kaccf, Kstf
+        Kz, Kz_acc = Kz_acc, Kz
+        dense_owed = True
         if gf:  # dense row 0 is P (_record maps it to w±), the others stay 0
-            _dense_row(Z0, Z1, Kz, MIRROR_P, dense, 0)
+            _dense_ends(Z0, Z1, MIRROR_P, dense, 0)
             _field_mirror(X, XT, y, H, b, mode, wp1, wm1, theta, g1, resid, Fz1)  # (wp1, wm1: the error norm's)
             counters[N_RHS] += 1
             _mirror_point(Z1, Fz1, g1, wp1, wm1, valid_p, valid_m, Y1, F1)
         else:
             for k in range(4):
-                r = _D_ROWS[k]
-                _dense_row(Y0, Y1, Kst, r, dense, k)
+                _dense_ends(Y0, Y1, _D_ROWS[k], dense, k)
             _rhs(X, XT, y, H, b, mode, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)
             counters[N_RHS] += 1
             seen = counters[N_CROSSINGS]
-            _crossings(Y0, Y1, F0, F1, dense, h_used, t, istate, fstate, counters, log_time, log_coord, log_sign,
-                       valid_p, valid_m, roots)
+            if _any_may_cross(Y0, Y1, F0, F1, h_used):  # (the crossings are located on the dense output)
+                _dense_owed(gf, Kacc, Kz_acc, dense)
+                dense_owed = False
+                _crossings(Y0, Y1, F0, F1, dense, h_used, t, istate, fstate, counters, log_time, log_coord,
+                           log_sign, valid_p, valid_m, roots)
             if counters[N_CROSSINGS] != seen:  # J±, K± of a crossed coordinate are frozen from here: f as a resume
                 _rhs(X, XT, y, H, b, mode, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)  # sees it
                 counters[N_RHS] += 1
@@ -566,10 +610,12 @@ def _rodas_advance(
         sstate[H_NEXT] = h_next
         sstate[ERR_PREV] = e
         sstate[REJECTED_LAST] = 0.0
-        for r in range(N_RK_ROWS):
-            for i in range(d):
-                Y0[r, i] = Y1[r, i]
-                F0[r, i] = F1[r, i]
+        # the new point becomes the current one (Y1, F1, g1 are written whole by the next attempt before they are read)
+        Y0, Y1 = Y1, Y0
+        F0, F1 = F1, F0
+        Y0f, Y1f = Y1f, Y0f
+        F0f, F1f = F1f, F0f
+        g0, g1 = g1, g0
         if gf:
             for i in range(d):
                 Z0[MIRROR_P, i] = Z1[MIRROR_P, i]
@@ -579,7 +625,6 @@ def _rodas_advance(
                 wp0[i] = wp1[i]
                 wm0[i] = wm1[i]
         for i in range(d):
-            g0[i] = g1[i]
             wp = Y0[W_PLUS, i]
             wm = Y0[W_MINUS, i]
             delta = abs(wp * wm)
@@ -591,10 +636,14 @@ def _rodas_advance(
         counters[STEPS_DONE] += 1
         taken += 1
         if record_steps:  # (a row is free: checked before the step)
+            _dense_owed(gf, Kacc, Kz_acc, dense)
+            dense_owed = False
             _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, 1.0, counters[STEPS_DONE], t_new,
                     record_cursor[0] - record_offset, theta, g_tmp, resid, wp_buf, wm_buf, rec_step, rec_time,
                     rec_vectors, rec_losses, rec_vp, rec_vm)
             record_cursor[0] += 1
+    if dense_owed:  # (the state carries the last step's whole dense output)
+        _dense_owed(gf, Kacc, Kz_acc, dense)
     for r in range(N_RK_ROWS):
         for i in range(d):
             fstate[r, i] = Y0[r, i]

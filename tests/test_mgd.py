@@ -476,7 +476,8 @@ def test_the_adaptive_schemes_step_functions_count_no_references():
 
     for f in (flow_rodas._attempt, flow_rodas._rhs, flow_rodas._factor, flow_rodas._error_norm,
               flow_rodas_gf._attempt_mirror, flow_rodas_gf._error_norm_mirror, flow_ndf._vector_field,
-              flow_ndf._rms, flow_ndf._change_D, flow_ndf._set_rows, flow_rodas_run._dense_row,
+              flow_ndf._rms, flow_ndf._change_D, flow_ndf._set_rows, flow_rodas_run._dense_ends,
+              flow_rodas_run._dense_slopes, flow_rodas_run._dense_owed, flow_rodas_run._any_may_cross,
               flow_rodas_run._crossings, flow_rodas_run._stop_status, small_linalg._cholesky,
               small_linalg._cholesky_solve, K._axpy_columns):
         assert f.targetoptions.get("_nrt") is False, f.py_func.__name__

@@ -136,7 +136,7 @@ def test_structured_solve_is_the_exact_jacobian_solve(problem, lam, c):
     R = np.random.default_rng(1).standard_normal((KF.N_RK_ROWS, d))
     want = np.linalg.solve(np.eye(m) - c * A, R.ravel()).reshape(R.shape)
     ws = KR._workspace(problem.n, d)
-    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, Fw, Rw, sp, sm, t, hz, hw, resid, rhs2, theta, gw, jrow) = ws
+    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, Fw, Rw, sp, sm, t, hz, hw, resid, rhs2, theta, gw, jrow, *_flat) = ws
     how = KR._factor(problem.hessian, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2)
     assert how in (1, 2, 3)
     out = np.zeros_like(R)
@@ -178,8 +178,9 @@ def test_one_step_has_order_five_against_radau(problem):
         Kst = np.zeros((KR.N_STAGES, KF.N_RK_ROWS, d))
         Y1 = np.zeros_like(Y0)
         ok = np.ones(d, dtype=bool)
+        flat = (KR._flat_rows(Y0), KR._flat_rows(F0), KR._flat_stages(Kst), KR._flat_rows(Y1))
         KR._attempt(problem.X, problem.XT, problem.y, problem.hessian, problem.b, MODE_HESSIAN, lam, 1 / lam, h, Y0,
-                    F0, g0, ok, ok, ws, Kst, Y1, np.zeros(KR.N_COUNTERS, dtype=np.int64))
+                    F0, g0, ok, ok, ws, Kst, Y1, flat, np.zeros(KR.N_COUNTERS, dtype=np.int64))
         errs.append(np.abs(np.concatenate([Y1[KF.W_PLUS], Y1[KF.W_MINUS]]) - w).max())
         ests.append(np.abs(Kst[-1, :2]).max())
     assert errs[0] / errs[1] > 2**5.3 and errs[1] / errs[2] > 2**5.3, errs  # local error O(h⁶)
