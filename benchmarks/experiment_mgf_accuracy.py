@@ -39,15 +39,16 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
+# bench_rodas.py imports tests/reference.py (benchmarks/conftest.py puts tests/ on the path under pytest)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-import reference as ref  # noqa: E402  (tests/reference.py, as benchmarks/conftest.py puts it on the path)
+# the peer's system, Jacobian and stopping event, as bench_rodas.py times them (this file's folder is on the path)
+from bench_rodas import ALPHA, _loss_event, _scipy_system, _theta  # noqa: E402
 
 import dlnmomentum as dm  # noqa: E402
 
 LAMS = (1e-3, 0.05, 1.0)
 T_MAX = 1e7
 TOL = 1e-20
-ALPHA = 0.01
 T_ALONG = (2.0, 5.0, 10.0, 20.0, 50.0, 200.0, 2000.0)
 LSODA_RTOL, LSODA_ATOL = 1e-10, 1e-12  # bench_rodas.py's peer tolerances
 #: (rtol, atol) of the package; None: its default (rtol 1e-9, atol 1e-11 at α = 0.01).
@@ -65,55 +66,10 @@ REF_RTOL, REF_ATOL_W, REF_ATOL_V = 1e-13, 1e-16, 1e-13
 CHECK_RTOL, CHECK_ATOL_W, CHECK_ATOL_V = 1e-12, 1e-15, 1e-12
 
 
-def _theta(z, d):
-    return (z[:d] ** 2 - z[d:2 * d] ** 2) / 4
-
-
-def _w_hessian(H2, w, g):
-    """Hessian of F in w = (w₊, w₋): diag(g, -g) + ½ U H Uᵀ, U = (diag(w₊); -diag(w₋)); H2 = [[H, H], [H, H]]."""
-    d = g.shape[0]
-    u = np.concatenate([w[:d], -w[d:]])
-    M = 0.5 * (u[:, None] * H2 * u[None, :])
-    M[np.diag_indices(2 * d)] += np.concatenate([g, -g])
-    return M
-
-
 def _system(problem, lam):
-    """(fun, jac, z0) of MGF's first-order system (w, ẇ)' = (ẇ, -(ẇ + ∇F(w))/λ) (bench_rodas.py's)."""
-    H, b, d = problem.hessian, problem.b, problem.d
-    H2 = np.block([[H, H], [H, H]])
-    eye = np.eye(2 * d)
-
-    def fun(t, z):
-        v = z[2 * d:]
-        return np.concatenate([v, -(v + ref._w_gradient(H, b, z[:2 * d])[0]) / lam])
-
-    def jac(t, z):
-        w = z[:2 * d]
-        J = np.zeros((4 * d, 4 * d))
-        J[:2 * d, 2 * d:] = eye
-        J[2 * d:, :2 * d] = _w_hessian(H2, w, ref._w_gradient(H, b, w)[1]) / -lam
-        J[2 * d:, 2 * d:] = eye / -lam
-        return J
-
-    return fun, jac, np.concatenate([np.full(2 * d, ALPHA), np.zeros(2 * d)])
-
-
-def _loss_event(problem, steps):
-    """Terminal event log10(train loss) + 20 (loss from X: no cancellation floor); counts the accepted steps in
-    ``steps`` (solve_ivp calls it once at each new step end, and at earlier times while it locates the root)."""
-    X, y, n, d = problem.X, problem.y, problem.n, problem.d
-
-    def event(t, z):
-        if t > steps[1]:
-            steps[0] += 1
-            steps[1] = t
-        r = X @ _theta(z, d) - y
-        return math.log10(max(float(r @ r) / (2.0 * n), 1e-300)) + 20.0
-
-    event.terminal = True
-    event.direction = -1
-    return event
+    """(fun, jac, z0) of MGF's first-order system (w, ẇ)' = (ẇ, -(ẇ + ∇F(w))/λ): bench_rodas.py's, without its
+    wall-clock cap."""
+    return _scipy_system(problem, lam, math.inf)
 
 
 def reference(problem, lam, times, rtol, atol_w, atol_v):
