@@ -8,7 +8,8 @@ up to the current point, tests the stopping rule and keeps every quantity of the
 Gradient flow takes the steps of :func:`.flow_rodas_gf._attempt_mirror` on its mirror state (P, G₂) under the
 same controller; after each accepted step the state rows are filled from it (w± = w±(0)e^{∓P}, ẇ± the vector
 field, J± = G₂), so stores, theory and resume read the same rows for both flows, and P in ``fstate`` is what a
-resumed run continues from, bit for bit.
+resumed run continues from, bit for bit. A step's dense q rows are formed only when read (:func:`_dense_owed`:
+a record, a crossing, the end of a call), from its stages kept in ``Kacc``, which the next attempts do not write.
 """
 
 import numpy as np
@@ -159,8 +160,7 @@ def _crossings(Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time,
 
 @njit(**LEAF_JIT_OPTIONS)
 def _any_may_cross(Y0, Y1, F0, F1, h):
-    """Whether some coordinate of w± may cross zero in the step (:func:`.crossings._may_cross`, the test of
-    :func:`_crossings`): only then does the step need its dense output before the next one."""
+    """Whether a coordinate of w± may cross zero in the step (:func:`.crossings._may_cross`, as :func:`_crossings`)."""
     for row in (W_PLUS, W_MINUS):
         for i in range(Y0.shape[1]):
             if _may_cross(Y0[row, i], Y1[row, i], h * F0[row, i], h * F1[row, i]):
@@ -295,8 +295,7 @@ def _dense_slopes(Kst, r, dense, k):
 @njit(**LEAF_JIT_OPTIONS)
 def _dense_owed(gf, Kst, Kz, dense):
     """The q rows of ``dense`` of the last accepted step, from its stages (``Kz``: gradient flow's, whose row 0 is
-    P; ``Kst``: MGF's rows w₊, w₋, ẇ₊, ẇ₋). The step loop forms them only when something reads them (module
-    docstring of :func:`_rodas_advance`)."""
+    P; ``Kst``: MGF's rows w₊, w₋, ẇ₊, ẇ₋), formed only when something reads them (the module docstring)."""
     if gf:
         _dense_slopes(Kz, MIRROR_P, dense, 0)
     else:
@@ -578,8 +577,7 @@ def _rodas_advance(
         h_next = h * fac
         if last and h_next < sstate[H_NEXT]:
             h_next = sstate[H_NEXT]  # a step shortened to land on t_max does not shrink the next guess
-        # the step's stages stay in Kacc (Kz_acc) until its dense q rows are formed (_dense_owed), rejected
-        # attempts of the next step write the other buffer
+        # the step's stages stay in Kacc (Kz_acc) for its dense q rows (_dense_owed); the next attempts write Kst
         Kst, Kacc = Kacc, Kst
         Kstf, Kaccf = Kaccf, Kstf
         Kz, Kz_acc = Kz_acc, Kz
@@ -610,7 +608,7 @@ def _rodas_advance(
         sstate[H_NEXT] = h_next
         sstate[ERR_PREV] = e
         sstate[REJECTED_LAST] = 0.0
-        # the new point becomes the current one (Y1, F1, g1 are written whole by the next attempt before they are read)
+        # the new point becomes the current one (the next attempt and vector field write the old arrays before a read)
         Y0, Y1 = Y1, Y0
         F0, F1 = F1, F0
         Y0f, Y1f = Y1f, Y0f
