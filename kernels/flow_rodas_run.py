@@ -40,7 +40,6 @@ from .flow import (
     V_PLUS,
     W_MINUS,
     W_PLUS,
-    _gradient,
     _note_crossing,
 )
 from .flow_rodas import (
@@ -74,6 +73,7 @@ from .flow_rodas import (
     _error_norm,
     _flat_rows,
     _flat_stages,
+    _gradient_adaptive,
     _rhs,
     _workspace,
 )
@@ -218,7 +218,7 @@ def _record_mirror(X, y, XT, H, b, mode, w_init, X_test, y_test, P, step, t_rec,
     _weights(w_init, P, wp_buf, wm_buf)
     for i in range(d):
         theta[i] = (wp_buf[i] * wp_buf[i] - wm_buf[i] * wm_buf[i]) * 0.25
-    _gradient(X, XT, y, H, b, mode, theta, d, resid, g)
+    _gradient_adaptive(X, XT, y, H, b, mode, theta, d, resid, g)
     for i in range(d):
         rec_vp[row, i] = -g[i] * wp_buf[i]
         rec_vm[row, i] = g[i] * wm_buf[i]
