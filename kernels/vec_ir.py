@@ -18,8 +18,10 @@ there. This module owns the pieces of that IR that know nothing of a method:
   the MGD step of :mod:`.sweep`) and the intrinsic :func:`_mv_tile` (used by both lockstep
   kernels). Every sum runs over the column in increasing order from +0.0 with fused
   multiply-adds, the per-element operations of the single-run ``_axpy_columns``;
-* the adaptive schemes' matrix-vector product :func:`_matvec_columns`: the operations of the single-run
-  ``_axpy_columns`` with up to ``MV_GROUP`` ``<4 x double>`` sums in registers.
+* sums held in registers over rows of a matrix, :func:`_emit_register_sums` (up to ``MV_GROUP`` ``<4 x double>``
+  sums, a lane mask for the last d mod 4), and its two uses by the adaptive schemes: the matrix-vector product
+  :func:`_matvec_columns` (the operations of the single-run ``_axpy_columns``) and the row updates of their
+  Cholesky factorisation :func:`_cholesky_row` (those of the outer-product loop of :mod:`.small_linalg`).
 
 What a step computes (the MGD update rule, the frame layout of a group) lives in :mod:`.sweep`.
 """
@@ -271,6 +273,82 @@ _I64V4 = ir.VectorType(_I64, 4)
 _SPLAT4 = ir.Constant(ir.VectorType(_I32, 4), [0] * 4)
 
 
+def _emit_register_sums(builder, width, count, row_at, coef_at, out_at, start, combine):
+    """For every output i < ``width``, in groups of ``MV_GROUP`` blocks of four with the sums in registers:
+    ``s = start(i)`` (+0.0 when ``start`` is None), then ``s = combine(a_j(i), c_j, s)`` for j = 0, 1, ...,
+    ``count``-1 in this order, then ``out(i) = s``, where ``a_j(i)`` is read from ``row_at(j, i0)`` (a pointer to the
+    element of row j that serves output i0) and ``c_j = coef_at(j)`` (a scalar). A group's last block, when ``width``
+    is not a multiple of four, loads and stores through a lane mask (``llvm.masked.load``/``store``: the lanes past
+    the end are neither read nor written). The outputs are written after their sums: they may be a row that the
+    sums do not read."""
+    module = builder.module
+    mask_t = ir.VectorType(ir.IntType(1), 4)
+    mload = cgutils.get_or_insert_function(
+        module, ir.FunctionType(_V4, [_V4.as_pointer(), _I32, mask_t, _V4]), "llvm.masked.load.v4f64.p0v4f64")
+    mstore = cgutils.get_or_insert_function(
+        module, ir.FunctionType(ir.VoidType(), [_V4, _V4.as_pointer(), _I32, mask_t]),
+        "llvm.masked.store.v4f64.p0v4f64")
+    zero = ir.Constant(_V4, [0.0] * 4)
+    undef_i = ir.Constant(_I64V4, ir.Undefined)
+
+    def at(base, k):
+        return builder.bitcast(builder.gep(base, [_c64(4 * k)]), _V4.as_pointer())
+
+    def load(base, k, mask):
+        if mask is not None:
+            return builder.call(mload, [at(base, k), ir.Constant(_I32, _ALIGN), mask, zero])
+        return builder.load(at(base, k), align=_ALIGN)
+
+    def splat_i(x):
+        return builder.shuffle_vector(builder.insert_element(undef_i, x, ir.Constant(_I32, 0)), undef_i, _SPLAT4)
+
+    def group(i0, nb, masked):
+        """The outputs i0 .. i0 + 4·nb - 1 (the last block through the lane mask when ``masked``)."""
+        mask = None
+        if masked:
+            first = splat_i(builder.add(i0, _c64(4 * (nb - 1))))
+            mask = builder.icmp_signed("<", builder.add(first, ir.Constant(_I64V4, [0, 1, 2, 3])), splat_i(width))
+        masks = [mask if k == nb - 1 else None for k in range(nb)]
+        if start is None:
+            accs = [cgutils.alloca_once_value(builder, zero) for _ in range(nb)]
+        else:
+            base = start(i0)
+            accs = [cgutils.alloca_once_value(builder, load(base, k, masks[k])) for k in range(nb)]
+        with cgutils.for_range(builder, count) as loop:
+            j = loop.index
+            row = row_at(j, i0)
+            cj = builder.shuffle_vector(builder.insert_element(ir.Constant(_V4, ir.Undefined), coef_at(j),
+                                                               ir.Constant(_I32, 0)),
+                                        ir.Constant(_V4, ir.Undefined), _SPLAT4)
+            for k in range(nb):
+                builder.store(combine(load(row, k, masks[k]), cj, builder.load(accs[k])), accs[k])
+        obase = out_at(i0)
+        for k in range(nb):
+            if masks[k] is not None:
+                builder.call(mstore, [builder.load(accs[k]), at(obase, k), ir.Constant(_I32, _ALIGN), masks[k]])
+            else:
+                builder.store(builder.load(accs[k]), at(obase, k), align=_ALIGN)
+
+    fn = builder.function
+    with cgutils.for_range_slice(builder, _c64(0), width, _c64(4 * MV_GROUP), inc=True) as (i0, _):
+        left = builder.sub(width, i0)
+        blocks = builder.sdiv(builder.add(left, _c64(3)), _c64(4))
+        blocks = builder.select(builder.icmp_signed(">", blocks, _c64(MV_GROUP)), _c64(MV_GROUP), blocks)
+        partial = builder.icmp_signed("<", left, builder.mul(blocks, _c64(4)))
+        # one straight-line body per (block count, whether the last block is partial): the sums stay in registers
+        key = builder.add(builder.mul(blocks, _c64(2)), builder.zext(partial, _I64))
+        done = fn.append_basic_block("sums.group_done")
+        switch = builder.switch(key, done)
+        for nb in range(1, MV_GROUP + 1):
+            for masked in (False, True):
+                block = fn.append_basic_block(f"sums.nb{nb}{'m' if masked else ''}")
+                switch.add_case(_c64(2 * nb + int(masked)), block)
+                builder.position_at_end(block)
+                group(i0, nb, masked)
+                builder.branch(done)
+        builder.position_at_end(done)
+
+
 @intrinsic
 def _matvec_columns(typingctx, A, coef, count, out):
     """``out[i] = Σ_{j<count} A[j, i]·coef[j]`` for every i < len(out): each sum from +0.0, ``s = fma(A[j, i], coef[j],
@@ -283,9 +361,7 @@ def _matvec_columns(typingctx, A, coef, count, out):
     30 × 30 product, measured, where keeping the sums in registers, one ``<4 x double>`` fused multiply-add per four
     outputs and column, takes 64 ns (the chain of 30 dependent multiply-adds is then the bound). (Inside the
     fixed-step kernels' steps, on padded arrays, it made MGD and RK4 about 10 % slower, measured: they keep
-    ``_axpy_columns``.) The outputs go in groups of
-    ``MV_GROUP`` blocks of four; a group's last block, when len(out) is not a multiple of four, loads and stores
-    through a lane mask (``llvm.masked.load``/``store``: the lanes past the end are neither read nor written).
+    ``_axpy_columns``.) The outputs go in groups of ``MV_GROUP`` blocks of four (:func:`_emit_register_sums`).
     ``A`` (rows >= count, columns >= len(out)), ``coef`` and ``out`` must be C-contiguous float64; ``out`` must
     not overlap ``A`` or ``coef`` (it is written after the sums).
     """
@@ -300,69 +376,52 @@ def _matvec_columns(typingctx, A, coef, count, out):
         cdata = _data_ptr(context, builder, signature.args[1], c_val)
         o_arr = context.make_array(signature.args[3])(context, builder, o_val)
         width = cgutils.unpack_tuple(builder, o_arr.shape, 1)[0]
-        module = builder.module
-        fma4 = cgutils.get_or_insert_function(module, ir.FunctionType(_V4, [_V4, _V4, _V4]), "llvm.fma.v4f64")
-        mask_t = ir.VectorType(ir.IntType(1), 4)
-        mload = cgutils.get_or_insert_function(
-            module, ir.FunctionType(_V4, [_V4.as_pointer(), _I32, mask_t, _V4]), "llvm.masked.load.v4f64.p0v4f64")
-        mstore = cgutils.get_or_insert_function(
-            module, ir.FunctionType(ir.VoidType(), [_V4, _V4.as_pointer(), _I32, mask_t]),
-            "llvm.masked.store.v4f64.p0v4f64")
-        zero = ir.Constant(_V4, [0.0] * 4)
-        undef_i = ir.Constant(_I64V4, ir.Undefined)
+        fma4 = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V4, [_V4, _V4, _V4]),
+                                              "llvm.fma.v4f64")
+        _emit_register_sums(
+            builder, width, count_,
+            row_at=lambda j, i0: builder.gep(a_arr.data, [builder.add(builder.mul(j, ncol), i0)]),
+            coef_at=lambda j: builder.load(builder.gep(cdata, [j])),
+            out_at=lambda i0: builder.gep(o_arr.data, [i0]),
+            start=None,
+            combine=lambda a, c, s: builder.call(fma4, [a, c, s]))
+        return context.get_dummy_value()
 
-        def at(base, idx):
-            return builder.bitcast(builder.gep(base, [idx]), _V4.as_pointer())
+    return sig, codegen
 
-        def splat_i(x):
-            return builder.shuffle_vector(builder.insert_element(undef_i, x, ir.Constant(_I32, 0)), undef_i, _SPLAT4)
 
-        def group(i0, nb, masked):
-            """The outputs i0 .. i0 + 4·nb - 1 (the last block through the lane mask when ``masked``)."""
-            mask = None
-            if masked:
-                first = splat_i(builder.add(i0, _c64(4 * (nb - 1))))
-                mask = builder.icmp_signed("<", builder.add(first, ir.Constant(_I64V4, [0, 1, 2, 3])), splat_i(width))
-            accs = [cgutils.alloca_once_value(builder, zero) for _ in range(nb)]
-            with cgutils.for_range(builder, count_) as loop:
-                j = loop.index
-                row = builder.gep(a_arr.data, [builder.add(builder.mul(j, ncol), i0)])
-                x = builder.load(builder.gep(cdata, [j]))
-                cj = builder.shuffle_vector(builder.insert_element(ir.Constant(_V4, ir.Undefined), x,
-                                                                   ir.Constant(_I32, 0)),
-                                            ir.Constant(_V4, ir.Undefined), _SPLAT4)
-                for k in range(nb):
-                    if masked and k == nb - 1:
-                        ak = builder.call(mload, [at(row, _c64(4 * k)), ir.Constant(_I32, _ALIGN), mask, zero])
-                    else:
-                        ak = builder.load(at(row, _c64(4 * k)), align=_ALIGN)
-                    builder.store(builder.call(fma4, [ak, cj, builder.load(accs[k])]), accs[k])
-            obase = builder.gep(o_arr.data, [i0])
-            for k in range(nb):
-                if masked and k == nb - 1:
-                    builder.call(mstore, [builder.load(accs[k]), at(obase, _c64(4 * k)), ir.Constant(_I32, _ALIGN),
-                                          mask])
-                else:
-                    builder.store(builder.load(accs[k]), at(obase, _c64(4 * k)), align=_ALIGN)
+@intrinsic
+def _cholesky_row(typingctx, S, k, first, last):
+    """Updates of row k of an up-looking Cholesky factorisation: ``S[k, j] -= S[i, k]·S[i, j]`` for every j >= k, over
+    the rows i = first, first+1, ..., last-1 in this order (a product, then a difference: two roundings, no fused
+    multiply-add), with the ``m - k`` sums in registers (:func:`_emit_register_sums`). Rows first .. last-1 hold
+    finished rows of R (S = RᵀR); row k is read once and written once.
 
-        fn = builder.function
-        with cgutils.for_range_slice(builder, _c64(0), width, _c64(4 * MV_GROUP), inc=True) as (i0, _):
-            left = builder.sub(width, i0)
-            blocks = builder.sdiv(builder.add(left, _c64(3)), _c64(4))
-            blocks = builder.select(builder.icmp_signed(">", blocks, _c64(MV_GROUP)), _c64(MV_GROUP), blocks)
-            partial = builder.icmp_signed("<", left, builder.mul(blocks, _c64(4)))
-            # one straight-line body per (block count, whether the last block is partial): the sums stay in registers
-            key = builder.add(builder.mul(blocks, _c64(2)), builder.zext(partial, _I64))
-            done = fn.append_basic_block("matvec.group_done")
-            switch = builder.switch(key, done)
-            for nb in range(1, MV_GROUP + 1):
-                for masked in (False, True):
-                    block = fn.append_basic_block(f"matvec.nb{nb}{'m' if masked else ''}")
-                    switch.add_case(_c64(2 * nb + int(masked)), block)
-                    builder.position_at_end(block)
-                    group(i0, nb, masked)
-                    builder.branch(done)
-            builder.position_at_end(done)
+    Each element receives its updates in the order of the right-looking (outer-product) loop, i = 0, 1, ..., with the
+    same two operations, so :func:`.small_linalg._cholesky` gives the factors of that loop bit for bit; where the
+    right-looking loop loads and stores the trailing rows for every row of R (and, at d = 30, spends much of its time
+    in scalar tails of short rows and in run-time overlap checks), this reads each element of R once per later row
+    and keeps the sums in registers. ``S`` must be C-contiguous float64 (m × m), 0 <= first <= last <= k < m.
+    """
+    if not _is_c_array(S, 2):
+        return None
+    sig = types.void(S, types.intp, types.intp, types.intp)
+
+    def codegen(context, builder, signature, args):
+        s_val, k_, first_, last_ = args
+        s_arr = context.make_array(signature.args[0])(context, builder, s_val)
+        m = cgutils.unpack_tuple(builder, s_arr.shape, 2)[1]
+
+        def element(i, j):
+            return builder.gep(s_arr.data, [builder.add(builder.mul(i, m), j)])
+
+        _emit_register_sums(
+            builder, builder.sub(m, k_), builder.sub(last_, first_),
+            row_at=lambda j, i0: element(builder.add(first_, j), builder.add(k_, i0)),
+            coef_at=lambda j: builder.load(element(builder.add(first_, j), k_)),
+            out_at=lambda i0: element(k_, builder.add(k_, i0)),
+            start=lambda i0: element(k_, builder.add(k_, i0)),
+            combine=lambda a, c, s: builder.fsub(s, builder.fmul(c, a)))
         return context.get_dummy_value()
 
     return sig, codegen

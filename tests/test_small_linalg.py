@@ -93,3 +93,37 @@ def test_the_four_column_substitutions_are_the_one_column_loops_bit_for_bit(m):
     x = b.copy()
     SL._upper_solve_by_columns(T, x)
     assert np.array_equal(x, _upper_one_column(T, b)), m
+
+
+def _cholesky_outer_product(S):
+    """R of S = RᵀR (upper, the reciprocals of its diagonal on the diagonal) by the outer-product loop, one row of R
+    at a time updating the rows below it, in Python floats (math.sqrt is correctly rounded, as the kernel's)."""
+    import math
+
+    m = S.shape[0]
+    A = [[float(S[i, j]) for j in range(m)] for i in range(m)]
+    for k in range(m):
+        inv = 1.0 / math.sqrt(A[k][k])
+        A[k][k] = inv
+        for j in range(k + 1, m):
+            A[k][j] = A[k][j] * inv
+        for i in range(k + 1, m):
+            f = A[k][i]
+            for j in range(i, m):
+                A[i][j] = A[i][j] - f * A[k][j]
+    return np.triu(np.array(A))
+
+
+@pytest.mark.parametrize("m", SIZES + [32, 33, 40])
+def test_the_up_looking_cholesky_is_the_outer_product_loop_bit_for_bit(m):
+    """Row k receives the updates of rows 0, 1, ..., k-1 in that order, a product and a difference each (no fused
+    multiply-add): the factors of the outer-product loop, and the lower triangle of S is neither read nor written."""
+    rng = np.random.default_rng(300 + m)
+    S = _spd(m, rng)
+    S[np.tril_indices(m, -1)] = np.nan  # (only the upper triangle is read)
+    R = S.copy()
+    RT = np.zeros_like(S)
+    assert SL._cholesky(R, RT)
+    want = _cholesky_outer_product(np.triu(np.nan_to_num(S)))
+    assert np.array_equal(np.triu(R).view(np.int64), want.view(np.int64)), m
+    assert np.all(np.isnan(R[np.tril_indices(m, -1)]))
