@@ -175,7 +175,7 @@ def _cholesky(S, RT):
     """
     m = S.shape[0]
     for k in range(m):
-        _cholesky_row(S, k, 0, k)
+        _cholesky_row(S, k)
         pivot = S[k, k]
         if not (pivot > 0.0 and pivot < np.inf):
             return False

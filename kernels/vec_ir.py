@@ -391,24 +391,24 @@ def _matvec_columns(typingctx, A, coef, count, out):
 
 
 @intrinsic
-def _cholesky_row(typingctx, S, k, first, last):
-    """Updates of row k of an up-looking Cholesky factorisation: ``S[k, j] -= S[i, k]·S[i, j]`` for every j >= k, over
-    the rows i = first, first+1, ..., last-1 in this order (a product, then a difference: two roundings, no fused
-    multiply-add), with the ``m - k`` sums in registers (:func:`_emit_register_sums`). Rows first .. last-1 hold
+def _cholesky_row(typingctx, S, k):
+    """Row k of an up-looking Cholesky factorisation before its pivot: ``S[k, j] -= S[i, k]·S[i, j]`` for every j >= k,
+    over the rows i = 0, 1, ..., k-1 in this order (a product, then a difference: two roundings, no fused
+    multiply-add), with the ``m - k`` sums in registers (:func:`_emit_register_sums`). The rows above k hold the
     finished rows of R (S = RᵀR); row k is read once and written once.
 
     Each element receives its updates in the order of the right-looking (outer-product) loop, i = 0, 1, ..., with the
     same two operations, so :func:`.small_linalg._cholesky` gives the factors of that loop bit for bit; where the
     right-looking loop loads and stores the trailing rows for every row of R (and, at d = 30, spends much of its time
     in scalar tails of short rows and in run-time overlap checks), this reads each element of R once per later row
-    and keeps the sums in registers. ``S`` must be C-contiguous float64 (m × m), 0 <= first <= last <= k < m.
+    and keeps the sums in registers. ``S`` must be C-contiguous float64 (m × m), 0 <= k < m.
     """
     if not _is_c_array(S, 2):
         return None
-    sig = types.void(S, types.intp, types.intp, types.intp)
+    sig = types.void(S, types.intp)
 
     def codegen(context, builder, signature, args):
-        s_val, k_, first_, last_ = args
+        s_val, k_ = args
         s_arr = context.make_array(signature.args[0])(context, builder, s_val)
         m = cgutils.unpack_tuple(builder, s_arr.shape, 2)[1]
 
@@ -416,9 +416,9 @@ def _cholesky_row(typingctx, S, k, first, last):
             return builder.gep(s_arr.data, [builder.add(builder.mul(i, m), j)])
 
         _emit_register_sums(
-            builder, builder.sub(m, k_), builder.sub(last_, first_),
-            row_at=lambda j, i0: element(builder.add(first_, j), builder.add(k_, i0)),
-            coef_at=lambda j: builder.load(element(builder.add(first_, j), k_)),
+            builder, builder.sub(m, k_), k_,
+            row_at=lambda i, i0: element(i, builder.add(k_, i0)),
+            coef_at=lambda i: builder.load(element(i, k_)),
             out_at=lambda i0: element(k_, builder.add(k_, i0)),
             start=lambda i0: element(k_, builder.add(k_, i0)),
             combine=lambda a, c, s: builder.fsub(s, builder.fmul(c, a)))

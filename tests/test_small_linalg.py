@@ -1,6 +1,8 @@
 """The small dense factorisations of the adaptive scheme (kernels/small_linalg.py) against NumPy's LAPACK solves, and
 their four-column substitutions against the one-column loops they replace (plain Python, bit for bit)."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -98,8 +100,6 @@ def test_the_four_column_substitutions_are_the_one_column_loops_bit_for_bit(m):
 def _cholesky_outer_product(S):
     """R of S = RᵀR (upper, the reciprocals of its diagonal on the diagonal) by the outer-product loop, one row of R
     at a time updating the rows below it, in Python floats (math.sqrt is correctly rounded, as the kernel's)."""
-    import math
-
     m = S.shape[0]
     A = [[float(S[i, j]) for j in range(m)] for i in range(m)]
     for k in range(m):
