@@ -29,7 +29,7 @@ Modules
 ``flow_rodas_gf``     the same method's gradient flow, in its mirror coordinate P
 ``flow_rodas_run``    the adaptive flow's driver: accepted steps, dense output, crossings, records
 ``small_linalg``      the small dense LU and Cholesky factorisations of the Rodas steps
-``vec_ir``            the ``<LW x double>`` LLVM-IR language of the lockstep kernels (and the adaptive matvec)
+``vec_ir``            the ``<LW x double>`` LLVM-IR of the lockstep kernels, and the adaptive schemes' register sums
 ``sweep``             lockstep MGD / SMGD: many runs in SIMD groups
 ``flow_sweep``        lockstep fixed-grid flows: many flows in groups
 ``networks``          MGD / SMGD on fully connected networks (one update shared by runs and sweeps)

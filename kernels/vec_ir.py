@@ -264,7 +264,6 @@ def _rows_partial8(typingctx, W, x, part):
     return sig, codegen
 
 
-
 #: ``<4 x double>`` sums of :func:`_matvec_columns` held in registers at once (with the broadcast coefficient and
 #: the loads, within the 16 AVX2 registers): a pass over the matrix's rows covers 4·MV_GROUP outputs.
 MV_GROUP = 8
@@ -290,6 +289,7 @@ def _emit_register_sums(builder, width, count, row_at, coef_at, out_at, start, c
         "llvm.masked.store.v4f64.p0v4f64")
     zero = ir.Constant(_V4, [0.0] * 4)
     undef_i = ir.Constant(_I64V4, ir.Undefined)
+    undef_f = ir.Constant(_V4, ir.Undefined)
 
     def at(base, k):
         return builder.bitcast(builder.gep(base, [_c64(4 * k)]), _V4.as_pointer())
@@ -299,15 +299,17 @@ def _emit_register_sums(builder, width, count, row_at, coef_at, out_at, start, c
             return builder.call(mload, [at(base, k), ir.Constant(_I32, _ALIGN), mask, zero])
         return builder.load(at(base, k), align=_ALIGN)
 
-    def splat_i(x):
-        return builder.shuffle_vector(builder.insert_element(undef_i, x, ir.Constant(_I32, 0)), undef_i, _SPLAT4)
+    def splat(x, undef):
+        """x in the four lanes of a vector of the type of ``undef``."""
+        return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(_I32, 0)), undef, _SPLAT4)
 
     def group(i0, nb, masked):
         """The outputs i0 .. i0 + 4·nb - 1 (the last block through the lane mask when ``masked``)."""
         mask = None
         if masked:
-            first = splat_i(builder.add(i0, _c64(4 * (nb - 1))))
-            mask = builder.icmp_signed("<", builder.add(first, ir.Constant(_I64V4, [0, 1, 2, 3])), splat_i(width))
+            first = splat(builder.add(i0, _c64(4 * (nb - 1))), undef_i)
+            lanes = builder.add(first, ir.Constant(_I64V4, [0, 1, 2, 3]))
+            mask = builder.icmp_signed("<", lanes, splat(width, undef_i))
         masks = [mask if k == nb - 1 else None for k in range(nb)]
         if start is None:
             accs = [cgutils.alloca_once_value(builder, zero) for _ in range(nb)]
@@ -317,9 +319,7 @@ def _emit_register_sums(builder, width, count, row_at, coef_at, out_at, start, c
         with cgutils.for_range(builder, count) as loop:
             j = loop.index
             row = row_at(j, i0)
-            cj = builder.shuffle_vector(builder.insert_element(ir.Constant(_V4, ir.Undefined), coef_at(j),
-                                                               ir.Constant(_I32, 0)),
-                                        ir.Constant(_V4, ir.Undefined), _SPLAT4)
+            cj = splat(coef_at(j), undef_f)
             for k in range(nb):
                 builder.store(combine(load(row, k, masks[k]), cj, builder.load(accs[k])), accs[k])
         obase = out_at(i0)
