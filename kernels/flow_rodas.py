@@ -262,17 +262,23 @@ def _rhs(X, XT, y, H, b, mode, inv_lam, Y, valid_p, valid_m, theta, g, resid, F)
         F[W_MINUS, i] = vm
         F[V_PLUS, i] = -(vp + gi * wp) * inv_lam
         F[V_MINUS, i] = -(vm - gi * wm) * inv_lam
-        rp = vp / wp
-        rm = vm / wm
-        fp = rp * rp if valid_p[i] else 0.0
-        fm = rm * rm if valid_m[i] else 0.0
-        F[J_PLUS, i] = fp
-        F[J_MINUS, i] = fm
-        F[K_PLUS, i] = fp - Y[K_PLUS, i] * inv_lam
-        F[K_MINUS, i] = fm - Y[K_MINUS, i] * inv_lam
         F[Q_INT, i] = gi - Y[Q_INT, i] * inv_lam
         F[P_INT, i] = gi
         F[G2_INT, i] = gi * gi
+    # The J±, K± rows in loops of their own, one sign a loop: these vectorise, with their divisions, where LLVM left
+    # the one loop over all eleven rows scalar (that loop alone: 113 → 58 ns, measured)
+    _jk_field_rows(inv_lam, Y[W_PLUS], Y[V_PLUS], Y[K_PLUS], valid_p, F[J_PLUS], F[K_PLUS])
+    _jk_field_rows(inv_lam, Y[W_MINUS], Y[V_MINUS], Y[K_MINUS], valid_m, F[J_MINUS], F[K_MINUS])
+
+
+@njit(**INLINE_JIT_OPTIONS)
+def _jk_field_rows(inv_lam, w, v, k, valid, fj, fk):
+    """The J and K rows of :func:`_rhs` for one sign: fj = (ẇ/w)² (0 once the coordinate has crossed), fk = fj - k/λ."""
+    for i in range(w.shape[0]):
+        r = v[i] / w[i]
+        fj[i] = r * r if valid[i] else 0.0
+    for i in range(w.shape[0]):
+        fk[i] = fj[i] - k[i] * inv_lam
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -393,28 +399,36 @@ def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, jrow,
     _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm,
              Kout[V_PLUS], Kout[V_MINUS], t, hz, resid, rhs2)
     # x_w = r_w + c x_v, then the integral rows: their exact Jacobian rows applied to the solved w and ẇ parts,
-    # through H δθ = ½ H Uᵀx_w = ½(H Uᵀr_w + c H Uᵀx_v) (both at hand); one pass over the coordinates
+    # through H δθ = ½ H Uᵀx_w = ½(H Uᵀr_w + c H Uᵀx_v) (both at hand), into ``t`` (free after the solve). A few
+    # rows a loop: each loop then vectorises, where LLVM left the one loop over all eleven rows scalar (it cannot
+    # rule out that the rows overlap, and the run-time checks for so many arrays exceed its limit; that loop
+    # alone: 250 → 80 ns, measured)
     damp = 1.0 / (1.0 + c * inv_lam)
+    xwp, xwm, xvp, xvm = Kout[W_PLUS], Kout[W_MINUS], Kout[V_PLUS], Kout[V_MINUS]
+    rwp, rwm, dg = R[W_PLUS], R[W_MINUS], t
     for i in range(d):
-        xvp = Kout[V_PLUS, i]
-        xvm = Kout[V_MINUS, i]
-        xwp = R[W_PLUS, i] + c * xvp
-        xwm = R[W_MINUS, i] + c * xvm
-        Kout[W_PLUS, i] = xwp
-        Kout[W_MINUS, i] = xwm
-        dg = 0.5 * (hw[i] + c * hz[i])
-        Kout[P_INT, i] = R[P_INT, i] + c * dg
-        Kout[G2_INT, i] = R[G2_INT, i] + c * (2.0 * g0[i] * dg)
-        # (computed for every coordinate and then selected: no branches in the loop)
-        jp = jrow[0, i] * (xvp - jrow[1, i] * xwp)
-        jm = jrow[2, i] * (xvm - jrow[3, i] * xwm)
-        jp = jp if valid_p[i] else 0.0
-        jm = jm if valid_m[i] else 0.0
-        Kout[J_PLUS, i] = R[J_PLUS, i] + jp
-        Kout[J_MINUS, i] = R[J_MINUS, i] + jm
-        Kout[K_PLUS, i] = (R[K_PLUS, i] + jp) * damp
-        Kout[K_MINUS, i] = (R[K_MINUS, i] + jm) * damp
-        Kout[Q_INT, i] = (R[Q_INT, i] + c * dg) * damp
+        xwp[i] = rwp[i] + c * xvp[i]
+        xwm[i] = rwm[i] + c * xvm[i]
+        dg[i] = 0.5 * (hw[i] + c * hz[i])
+    kp, rp, kg, rg, kq, rq = Kout[P_INT], R[P_INT], Kout[G2_INT], R[G2_INT], Kout[Q_INT], R[Q_INT]
+    for i in range(d):
+        kp[i] = rp[i] + c * dg[i]
+        kg[i] = rg[i] + c * (2.0 * g0[i] * dg[i])
+        kq[i] = (rq[i] + c * dg[i]) * damp
+    _jk_solve_rows(damp, jrow[0], jrow[1], xvp, xwp, valid_p, R[J_PLUS], R[K_PLUS], Kout[J_PLUS], Kout[K_PLUS])
+    _jk_solve_rows(damp, jrow[2], jrow[3], xvm, xwm, valid_m, R[J_MINUS], R[K_MINUS], Kout[J_MINUS], Kout[K_MINUS])
+
+
+@njit(**INLINE_JIT_OPTIONS)
+def _jk_solve_rows(damp, j0, j1, xv, xw, valid, rj, rk, kj, kk):
+    """The J and K rows of :func:`_solve` for one sign (``j0``, ``j1`` that sign's rows of :func:`_j_rows`):
+    kj = rj + j, kk = (rk + j)·damp with j = j0·(x_v - j1·x_w) (computed for every coordinate and then selected,
+    0 for a crossed one: no branches in the loop)."""
+    for i in range(xv.shape[0]):
+        j = j0[i] * (xv[i] - j1[i] * xw[i])
+        j = j if valid[i] else 0.0
+        kj[i] = rj[i] + j
+        kk[i] = (rk[i] + j) * damp
 
 
 @njit(**INLINE_JIT_OPTIONS)
