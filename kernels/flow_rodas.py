@@ -14,10 +14,9 @@ a resume costs nothing and changes no bit, and crossings and records come from t
 step. **Rodas5P** (Steinebach 2023; 8 stages, order 5 with an embedded order-4 solution, stiffly accurate
 and L-stable, order-4 dense output) is the modern member of Hairer and Wanner's RODAS family. Its cost is
 a factorisation every step, where LSODA's BDF reuses one Jacobian over tens of steps; on MGF this scheme is
-several times faster than SciPy's LSODA and BDF with the analytic Jacobian (the measurements:
-benchmarks/README.md, "Long horizons"). Gradient flow takes the same stages and controller in its mirror
-coordinate P = ∫∇L, a d-dimensional system (:mod:`.flow_rodas_gf`, which says why); this module's system,
-Jacobian and solve are those of MGF(λ), λ > 0.
+several times faster than SciPy's LSODA and BDF with the analytic Jacobian (the measurements: benchmarks/README.md,
+"Long horizons"). Gradient flow takes the same stages and controller in its mirror coordinate P = ∫∇L, a
+d-dimensional system (:mod:`.flow_rodas_gf`, which says why); this module's system, Jacobian and solve are MGF(λ)'s.
 
 Method (coefficients as data: ``GAMMA``, ``RODAS_A``, ``RODAS_C``, ``RODAS_H``)
 -------------------------------------------------------------------------------
@@ -31,9 +30,8 @@ stage ``i = 1..8`` solves
 
 with ``u₇ = u₆ + k₆``, ``u₈ = u₇ + k₇`` (rows 7, 8 of ``RODAS_A``), the step ``y₁ = u₈ + k₈``
 and the error estimate ``k₈`` (= y₁ minus the embedded solution u₈). The dense output is
-``y(s) = (1-s)y₀ + s(y₁ + (1-s)(q₁ + s(q₂ + s q₃)))``, ``q_m = Σ_j RODAS_H[m, j] k_j``.
-The tests check the method's order, its L-stability and the dense output against SciPy's
-Radau at rtol 1e-13.
+``y(s) = (1-s)y₀ + s(y₁ + (1-s)(q₁ + s(q₂ + s q₃)))``, ``q_m = Σ_j RODAS_H[m, j] k_j``. The tests check the
+method's order, its L-stability and the dense output against SciPy's Radau at rtol 1e-13.
 
 The system and its Jacobian (structure used by the solves)
 ----------------------------------------------------------
@@ -58,9 +56,9 @@ through the n × n matrix :math:`I + \tfrac{\beta}{2n} X E X^\top` would be chea
 n = 20, d = 30 forming it costs more than the d × d factorisation saves.) Where some :math:`|a_\pm|`
 is small against α (E would be ill-conditioned) the step factorises the 2d × 2d matrix
 :math:`\mathrm{diag}(a) + \tfrac\beta2 UHU^\top` instead (counted in ``N_DENSE``).
-The integral rows are lower block-triangular: each is the exact Jacobian row applied to the
-solved :math:`x_w, x_v` (through :math:`H\,\delta\theta`, :math:`\delta\theta = (w_+x_{w+} - w_-x_{w-})/2`),
-divided by :math:`1 + c/\lambda` for K±, Q.
+The integral rows are lower block-triangular: each is the exact Jacobian row applied to the solved :math:`x_w, x_v`
+(through :math:`H\,\delta\theta`, :math:`\delta\theta = (w_+x_{w+} - w_-x_{w-})/2`), divided by :math:`1 + c/\lambda`
+for K±, Q.
 
 Error control and what it covers
 --------------------------------
@@ -82,15 +80,14 @@ a step below ``H_MIN_REL·max(t, 1)`` ends the run as diverged (``sstate[FAILED]
 
 Crossings, records, state (the driver :mod:`.flow_rodas_run`)
 --------------------------------------------------------------
-Sign changes of w± in a step are bracketed by the cubic Hermite interpolant of the end values
-and slopes (:func:`.crossings._hermite_crossings`, which also finds pairs) and then located on
-the method's dense output by safeguarded Newton; J±, K± of a coordinate are frozen at its
-first crossing as in :mod:`.flow`. Records at the times of ``record_times`` are the dense
-output of the step that contains them (w± and ẇ±; for gradient flow w± = w±(0)e^{∓P} from the dense
-output of P and ẇ± from the vector field there); the dense coefficients of the last step are part of the state
-(``dense``), so a chunk can end with records still owed and the next call writes them first.
-Everything a run needs to continue bit for bit is in ``fstate``, ``istate``, ``counters``,
-``sstate``, ``dense`` and the crossing log: the chunk length never changes a bit.
+Sign changes of w± in a step are bracketed by the cubic Hermite interpolant of the end values and slopes
+(:func:`.crossings._hermite_crossings`, which also finds pairs) and then located on the method's dense output by
+safeguarded Newton; J±, K± of a coordinate are frozen at its first crossing as in :mod:`.flow`. Records at the times
+of ``record_times`` are the dense output of the step that contains them (w± and ẇ±; for gradient flow w± = w±(0)e^{∓P}
+from the dense output of P and ẇ± from the vector field there); the dense coefficients of the last step are part of
+the state (``dense``), so a chunk can end with records still owed and the next call writes them first. Everything a
+run needs to continue bit for bit is in ``fstate``, ``istate``, ``counters``, ``sstate``, ``dense`` and the crossing
+log: the chunk length never changes a bit.
 """
 
 import numpy as np
@@ -265,8 +262,7 @@ def _rhs(X, XT, y, H, b, mode, inv_lam, Y, valid_p, valid_m, theta, g, resid, F)
         F[Q_INT, i] = gi - Y[Q_INT, i] * inv_lam
         F[P_INT, i] = gi
         F[G2_INT, i] = gi * gi
-    # The J±, K± rows in loops of their own, one sign a loop: these vectorise, with their divisions, where LLVM left
-    # the one loop over all eleven rows scalar (that loop alone: 113 → 58 ns, measured)
+    # J± and K± in loops per sign, which vectorise with their divisions (the one loop over all rows stayed scalar)
     _jk_field_rows(inv_lam, Y[W_PLUS], Y[V_PLUS], Y[K_PLUS], valid_p, F[J_PLUS], F[K_PLUS])
     _jk_field_rows(inv_lam, Y[W_MINUS], Y[V_MINUS], Y[K_MINUS], valid_m, F[J_MINUS], F[K_MINUS])
 
@@ -399,31 +395,28 @@ def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, jrow,
     _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm,
              Kout[V_PLUS], Kout[V_MINUS], t, hz, resid, rhs2)
     # x_w = r_w + c x_v, then the integral rows: their exact Jacobian rows applied to the solved w and ẇ parts,
-    # through H δθ = ½ H Uᵀx_w = ½(H Uᵀr_w + c H Uᵀx_v) (both at hand), into ``t`` (free after the solve). A few
-    # rows a loop: each loop then vectorises, where LLVM left the one loop over all eleven rows scalar (it cannot
-    # rule out that the rows overlap, and the run-time checks for so many arrays exceed its limit; that loop
-    # alone: 250 → 80 ns, measured)
+    # through H δθ = ½ H Uᵀx_w = ½(H Uᵀr_w + c H Uᵀx_v) (both at hand), into ``t`` (free after the solve). A few rows
+    # a loop, so that each vectorises: LLVM left one loop over all eleven rows scalar (too many arrays for its run-time
+    # overlap checks; that loop alone took 250 ns, these 80 ns)
     damp = 1.0 / (1.0 + c * inv_lam)
-    xwp, xwm, xvp, xvm = Kout[W_PLUS], Kout[W_MINUS], Kout[V_PLUS], Kout[V_MINUS]
-    rwp, rwm, dg = R[W_PLUS], R[W_MINUS], t
+    xwp, xwm, xvp, xvm, rwp, rwm = Kout[W_PLUS], Kout[W_MINUS], Kout[V_PLUS], Kout[V_MINUS], R[W_PLUS], R[W_MINUS]
     for i in range(d):
         xwp[i] = rwp[i] + c * xvp[i]
         xwm[i] = rwm[i] + c * xvm[i]
-        dg[i] = 0.5 * (hw[i] + c * hz[i])
+        t[i] = 0.5 * (hw[i] + c * hz[i])
     kp, rp, kg, rg, kq, rq = Kout[P_INT], R[P_INT], Kout[G2_INT], R[G2_INT], Kout[Q_INT], R[Q_INT]
     for i in range(d):
-        kp[i] = rp[i] + c * dg[i]
-        kg[i] = rg[i] + c * (2.0 * g0[i] * dg[i])
-        kq[i] = (rq[i] + c * dg[i]) * damp
+        kp[i] = rp[i] + c * t[i]
+        kg[i] = rg[i] + c * (2.0 * g0[i] * t[i])
+        kq[i] = (rq[i] + c * t[i]) * damp
     _jk_solve_rows(damp, jrow[0], jrow[1], xvp, xwp, valid_p, R[J_PLUS], R[K_PLUS], Kout[J_PLUS], Kout[K_PLUS])
     _jk_solve_rows(damp, jrow[2], jrow[3], xvm, xwm, valid_m, R[J_MINUS], R[K_MINUS], Kout[J_MINUS], Kout[K_MINUS])
 
 
 @njit(**INLINE_JIT_OPTIONS)
 def _jk_solve_rows(damp, j0, j1, xv, xw, valid, rj, rk, kj, kk):
-    """The J and K rows of :func:`_solve` for one sign (``j0``, ``j1`` that sign's rows of :func:`_j_rows`):
-    kj = rj + j, kk = (rk + j)·damp with j = j0·(x_v - j1·x_w) (computed for every coordinate and then selected,
-    0 for a crossed one: no branches in the loop)."""
+    """The J and K rows of :func:`_solve` for one sign (``j0``, ``j1``: its rows of :func:`_j_rows`): kj = rj + j,
+    kk = (rk + j)·damp, j = j0·(x_v - j1·x_w) (for every coordinate, then 0 selected for a crossed one: no branches)."""
     for i in range(xv.shape[0]):
         j = j0[i] * (xv[i] - j1[i] * xw[i])
         j = j if valid[i] else 0.0
