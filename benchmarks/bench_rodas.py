@@ -292,9 +292,8 @@ def test_scipy(benchmark, problem, package, table, machine, method, lam):
     if len(sol.t):  # t_done was inside the run
         z_done = np.asarray(sol.y)[:, 0]
     else:  # the event came first: continue to t_done (not timed), by Radau whatever the peer: restarted at the
-        # converged point, SciPy 1.17.1's LSODA at λ = 1e-5 took millions of steps there (still running after 11
-        # minutes, 17.8 GB), where Radau takes a few; θ hardly moves over that stretch, so the column still
-        # measures the peer's run
+        # converged point, SciPy 1.17.1's LSODA at λ = 1e-5 did not reach t_done (still running after 11 minutes,
+        # its process at 17.8 GB); θ hardly moves over that stretch, so the column still measures the peer's run
         fun, jac, _ = _scipy_system(problem, lam, math.inf)
         cont = solve_ivp(fun, (t_end, t_done), z_end, method="Radau", jac=jac, rtol=RTOL, atol=ATOL)
         z_done = cont.y[:, -1]
