@@ -195,7 +195,8 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
         (the fast mode -1/λ exactly, a step set by the gradient time scale, not by λ); ``"rodas"``,
         the adaptive Rosenbrock method Rodas5P of :mod:`dlnmomentum.kernels.flow_rodas` (L-stable,
         error-controlled steps that grow along the slow tail: a run to train loss 1e-20 at t ~ 3e5
-        takes about a thousand steps instead of ~1.5e7); or, for gradient flow (λ = 0) only, ``"ndf"``, the
+        takes about a thousand steps instead of ~1.5e7; MGF starts by the explicit DOP853 while it is not stiff,
+        :mod:`dlnmomentum.kernels.flow_dop853`); or, for gradient flow (λ = 0) only, ``"ndf"``, the
         adaptive variable-order NDF of :mod:`dlnmomentum.kernels.flow_ndf` (about two thousand cheap steps to
         the same limit, about twice as fast as ``"rodas"`` there). ``"auto"`` takes an adaptive scheme (``"ndf"``
         for λ = 0, ``"rodas"`` for λ > 0) for a ``tol`` stopping rule or a long horizon, else the cheaper

@@ -15,8 +15,9 @@ step. **Rodas5P** (Steinebach 2023; 8 stages, order 5 with an embedded order-4 s
 and L-stable, order-4 dense output) is the modern member of Hairer and Wanner's RODAS family. Its cost is
 a factorisation every step, where LSODA's BDF reuses one Jacobian over tens of steps; on MGF this scheme is
 several times faster than SciPy's LSODA and BDF with the analytic Jacobian (the measurements: benchmarks/README.md,
-"Long horizons"). Gradient flow takes the same stages and controller in its mirror coordinate P = ∫∇L, a
-d-dimensional system (:mod:`.flow_rodas_gf`, which says why); this module's system, Jacobian and solve are MGF(λ)'s.
+"Long horizons"). A run of MGF starts by the explicit DOP853 while the flow is not stiff and switches to this method
+for good (:mod:`.flow_dop853` says when and why). Gradient flow takes the same stages and controller in its mirror
+coordinate P = ∫∇L (:mod:`.flow_rodas_gf`, which says why); this module's system, Jacobian and solve are MGF(λ)'s.
 
 Method (coefficients as data: ``GAMMA``, ``RODAS_A``, ``RODAS_C``, ``RODAS_H``)
 -------------------------------------------------------------------------------
@@ -81,11 +82,12 @@ a step below ``H_MIN_REL·max(t, 1)`` ends the run as diverged (``sstate[FAILED]
 Crossings, records, state (the driver :mod:`.flow_rodas_run`)
 --------------------------------------------------------------
 Sign changes of w± in a step are bracketed by the cubic Hermite interpolant of the end values and slopes
-(:func:`.crossings._hermite_crossings`, which also finds pairs) and then located on the method's dense output by
-safeguarded Newton; J±, K± of a coordinate are frozen at its first crossing as in :mod:`.flow`. Records at the times
-of ``record_times`` are the dense output of the step that contains them (w± and ẇ±; for gradient flow w± = w±(0)e^{∓P}
-from the dense output of P and ẇ± from the vector field there); the dense coefficients of the last step are part of
-the state (``dense``), so a chunk can end with records still owed and the next call writes them first. Everything a
+(:func:`.crossings._hermite_crossings`, which also finds pairs) and then located on the step's dense output
+(:mod:`.dense_output`) by safeguarded Newton; J±, K± of a coordinate are frozen at its first crossing as in
+:mod:`.flow`. Records at the times of ``record_times`` are the dense output of the step that contains them (w± and
+ẇ±; for gradient flow w± = w±(0)e^{∓P} from the dense output of P and ẇ± from the vector field there); the dense
+coefficients of the last step are part of the state (``dense``), so a chunk can end with records still owed and the
+next call writes them first. Everything a
 run needs to continue bit for bit is in ``fstate``, ``istate``, ``counters``, ``sstate``, ``dense`` and the crossing
 log: the chunk length never changes a bit.
 """
@@ -197,14 +199,6 @@ N_RHS = 3
 N_LU = 4
 N_DENSE = 5
 N_COUNTERS = 6
-
-#: Rows of ``dense`` (shape (5, 4, d)): y₀, y₁, q₁, q₂, q₃ of w₊, w₋, ẇ₊, ẇ₋ in the last step (gradient flow:
-#: of P in the first, the others 0).
-N_DENSE_ROWS = 5
-_D_ROWS = (W_PLUS, W_MINUS, V_PLUS, V_MINUS)
-
-#: Newton iterations of a crossing on the dense output.
-_ROOT_ITERATIONS = 60
 
 
 @njit(**INLINE_JIT_OPTIONS)
@@ -588,13 +582,18 @@ def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m
 
 @njit(**LEAF_JIT_OPTIONS)
 def _error_norm(lam, Y0, Y1, Kst, rtol, atol):
-    """Weighted RMS norm of the error estimate k₈ over the controlled rows (module docstring).
+    """Weighted RMS norm of the error estimate k₈ over the controlled rows (module docstring); NaN when the new
+    point is not finite or overflows."""
+    total, count = _error_sums(lam, Y0, Y1, Kst, N_STAGES - 1, rtol, atol)
+    return np.sqrt(total / count)
 
-    The velocity rows are weighted as what they do to w: an error δẇ relaxes in a time λ and moves
-    w by about λ·δẇ, so it is measured as λ·δẇ against the weight of its w (at small λ, ẇ is slaved
-    to -∇F(w) and needs no more accuracy than w itself). NaN when the new point is not finite or
-    overflows.
-    """
+
+@njit(**LEAF_JIT_OPTIONS)
+def _error_sums(lam, Y0, Y1, K, j, rtol, atol):
+    """(Σ (e/sc)², terms) of the error estimate ``e = K[j]`` over the controlled rows, NaN when the new point is
+    not finite or overflows: the one definition of the error weights (also :mod:`.flow_dop853`'s). The velocity rows
+    are weighted as what they do to w: an error δẇ relaxes in a time λ and moves w by about λ·δẇ, so it is measured
+    as λ·δẇ against the weight of its w (at small λ, ẇ is slaved to -∇F(w) and needs no more accuracy than w)."""
     d = Y0.shape[1]
     total = 0.0
     count = 0
@@ -605,9 +604,9 @@ def _error_norm(lam, Y0, Y1, Kst, rtol, atol):
         for i in range(d):
             y1 = Y1[r, i]
             if r <= W_MINUS and not (abs(y1) < OVERFLOW):
-                return np.nan
+                return np.nan, 1
             sc = atol + rtol * max(max(abs(Y0[r, i]), abs(y1)), floor)
-            e = Kst[N_STAGES - 1, r, i] / sc
+            e = K[j, r, i] / sc
             total += e * e
             count += 1
     for k in range(2):
@@ -616,12 +615,12 @@ def _error_norm(lam, Y0, Y1, Kst, rtol, atol):
         for i in range(d):
             v1 = Y1[r, i]
             if not (abs(v1) < OVERFLOW):
-                return np.nan
+                return np.nan, 1
             big = max(max(abs(Y0[rw, i]), abs(Y1[rw, i])), lam * max(abs(Y0[r, i]), abs(v1)))
-            e = lam * Kst[N_STAGES - 1, r, i] / (atol + rtol * big)
+            e = lam * K[j, r, i] / (atol + rtol * big)
             total += e * e
             count += 1
-    return np.sqrt(total / count)
+    return total, count
 
 
 @njit(**JIT_OPTIONS)

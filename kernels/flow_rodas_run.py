@@ -1,22 +1,25 @@
 r"""The driver of the adaptive Rodas5P flow (:mod:`.flow_rodas`): dense output, crossings, records, the step loop.
 
 :func:`_rodas_advance` advances one run by accepted steps: it takes the steps of
-:func:`.flow_rodas._attempt` under the PI controller of :mod:`.flow_rodas` (rejecting and retrying),
+:func:`.flow_rodas._attempt` under the PI controller of :mod:`.flow_rodas` (rejecting and retrying); a run of MGF
+takes those of :func:`.flow_dop853._attempt_explicit` first, until the switch of :mod:`.flow_dop853`,
 locates the sign crossings of w± of every accepted step on its dense output, writes the records owed
 up to the current point, tests the stopping rule and keeps every quantity of the fixed-step flows
 (:mod:`.flow`'s state rows: the integrals, crossing counts and times, the running minimum of Δ).
 Gradient flow takes the steps of :func:`.flow_rodas_gf._attempt_mirror` on its mirror state (P, G₂) under the
 same controller; after each accepted step the state rows are filled from it (w± = w±(0)e^{∓P}, ẇ± the vector
 field, J± = G₂), so stores, theory and resume read the same rows for both flows, and P in ``fstate`` is what a
-resumed run continues from, bit for bit. A step's dense q rows are formed only when read (:func:`_dense_owed`:
-a record, a crossing, the end of a call), from its stages kept in ``Kacc``, which the next attempts do not write.
+resumed run continues from, bit for bit. A step's dense c rows (:mod:`.dense_output`) are formed only when read
+(:func:`_dense_owed`: a record, a crossing, the end of a call), from its stages kept in ``Kacc``, which the next
+attempts do not write (a DOP853 step adds its three dense stages there).
 """
 
 import numpy as np
 from numba import njit
 
 from .config import JIT_OPTIONS, LEAF_JIT_OPTIONS
-from .crossings import _hermite_crossings, _may_cross, _safeguarded_step
+from .crossings import _hermite_crossings, _may_cross
+from .dense_output import DENSE_STATE_ROWS, _dense_at, _dense_ends, _dense_root, _set_point_dense
 from .flow import (
     CROSS_MINUS,
     CROSS_PLUS,
@@ -42,9 +45,19 @@ from .flow import (
     W_PLUS,
     _note_crossing,
 )
+from .flow_dop853 import (
+    COST_RATIO,
+    N_DOP_DENSE_STAGES,
+    ORDER_EXPLICIT,
+    PHASE,
+    SINCE_TRIAL,
+    TRIAL_EVERY,
+    _attempt_explicit,
+    _dense_explicit,
+    _error_norm_explicit,
+    _stiff,
+)
 from .flow_rodas import (
-    _D_ROWS,
-    _ROOT_ITERATIONS,
     ERR_PREV,
     FAC_MAX,
     FAC_MIN,
@@ -94,37 +107,6 @@ from .status import CONVERGED, DIVERGED, MAX_STEPS, RUNNING, STALLED
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def _dense_eval(y0, y1, q1, q2, q3, s):
-    """The dense output at fraction ``s`` of the step, and its derivative in ``s``."""
-    s1 = 1.0 - s
-    q = q1 + s * (q2 + s * q3)
-    dq = q2 + 2.0 * s * q3
-    return s1 * y0 + s * (y1 + s1 * q), (y1 - y0) + (1.0 - 2.0 * s) * q + s * s1 * dq
-
-
-@njit(**LEAF_JIT_OPTIONS)
-def _dense_at(dense, k, i, s):
-    """The dense output of row ``k`` (w₊, w₋, ẇ₊, ẇ₋) of coordinate ``i`` at fraction ``s`` of the last step."""
-    return _dense_eval(dense[0, k, i], dense[1, k, i], dense[2, k, i], dense[3, k, i], dense[4, k, i], s)[0]
-
-
-@njit(**LEAF_JIT_OPTIONS)
-def _dense_root(y0, y1, q1, q2, q3, lo, hi, s):
-    """A zero of the dense output in [lo, hi] started from ``s`` (Newton safeguarded by bisection)."""
-    plo = _dense_eval(y0, y1, q1, q2, q3, lo)[0]
-    phi = _dense_eval(y0, y1, q1, q2, q3, hi)[0]
-    if (plo < 0.0) == (phi < 0.0):
-        return s  # the dense output does not change sign on the Hermite bracket: keep the Hermite root
-    neg_lo = plo < 0.0
-    for _ in range(_ROOT_ITERATIONS):
-        p, dp = _dense_eval(y0, y1, q1, q2, q3, s)
-        s, lo, hi, done = _safeguarded_step(p, dp, s, lo, hi, neg_lo)
-        if done:
-            return s
-    return s
-
-
-@njit(**LEAF_JIT_OPTIONS)
 def _crossings(Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time, log_coord, log_sign,
                valid_p, valid_m, roots):
     """Locate and log the sign changes of w± in the step [t0, t0 + h] (module docstring)."""
@@ -147,8 +129,7 @@ def _crossings(Y0, Y1, F0, F1, dense, h, t0, istate, fstate, counters, log_time,
                 continue
             found = _hermite_crossings(w0, w1, m0, m1, roots)
             for k in range(found):
-                s = _dense_root(dense[0, which, i], dense[1, which, i], dense[2, which, i], dense[3, which, i],
-                                dense[4, which, i], roots[2 + 2 * k], roots[3 + 2 * k], roots[k])
+                s = _dense_root(dense, which, i, roots[2 + 2 * k], roots[3 + 2 * k], roots[k])
                 _note_crossing(t0 + s * h, i, sign, count, first, last, counters, log_time, log_coord, log_sign)
             if found:
                 fstate[MIN_DELTA, i] = 0.0  # Δ = |w₊w₋| vanishes at the crossing itself
@@ -227,21 +208,6 @@ def _record_mirror(X, y, XT, H, b, mode, w_init, X_test, y_test, P, step, t_rec,
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def _set_point_dense(gf, Y, dense):
-    """Dense rows of a step of length 0 at ``Y`` (the initial point: every s gives Y; gradient flow: row 0 is P)."""
-    d = Y.shape[1]
-    for k in range(4):
-        r = P_INT if (gf and k == 0) else _D_ROWS[k]
-        for i in range(d):
-            v = 0.0 if (gf and k > 0) else Y[r, i]
-            dense[0, k, i] = v
-            dense[1, k, i] = v
-            dense[2, k, i] = 0.0
-            dense[3, k, i] = 0.0
-            dense[4, k, i] = 0.0
-
-
-@njit(**LEAF_JIT_OPTIONS)
 def _mirror_point(Z, F, g, wp, wm, valid_p, valid_m, Y, FY):
     """The kernel's rows ``Y`` (and the w± rows of ``FY``) of gradient flow at the mirror point ``Z``, with its
     vector field ``F``, ∇L ``g`` and weights ``wp``, ``wm``: w±, ẇ± (the velocity rows), P, G₂, and J± = G₂
@@ -266,15 +232,6 @@ def _mirror_point(Z, F, g, wp, wm, valid_p, valid_m, Y, FY):
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def _dense_ends(Y0, Y1, r, dense, k):
-    """Rows y₀, y₁ of dense row ``k`` of the last step: row ``r`` of its end points (whole arrays and a row index,
-    not row views: a view made in the step loop costs atomic reference counts)."""
-    for i in range(Y0.shape[1]):
-        dense[0, k, i] = Y0[r, i]
-        dense[1, k, i] = Y1[r, i]
-
-
-@njit(**LEAF_JIT_OPTIONS)
 def _dense_slopes(Kst, r, dense, k):
     """Rows q₁, q₂, q₃ of dense row ``k`` of the last step from row ``r`` of its stages: q_m = Σ_j RODAS_H[m, j] k_j,
     summed over j in increasing order, in one pass over the coordinates with the three sums in registers."""
@@ -290,17 +247,25 @@ def _dense_slopes(Kst, r, dense, k):
         dense[2, k, i] = q1
         dense[3, k, i] = q2
         dense[4, k, i] = q3
+        dense[5, k, i] = 0.0  # (Rodas5P's dense output has degree 4: .dense_output)
+        dense[6, k, i] = 0.0
+        dense[7, k, i] = 0.0
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def _dense_owed(gf, Kst, Kz, dense):
-    """The q rows of ``dense`` of the last accepted step, from its stages (``Kz``: gradient flow's, whose row 0 is
-    P; ``Kst``: MGF's rows w₊, w₋, ẇ₊, ẇ₋), formed only when something reads them (the module docstring)."""
+def _dense_owed(gf, explicit, problem, inv_lam, h, Ys, F1, valid_p, valid_m, ws, Kst, Kz, flat, dense):
+    """The c rows of ``dense`` of the last accepted step, from its stages (``Kz``: gradient flow's, whose row 0 is
+    P; ``Kst``: MGF's), formed only when something reads them (the module docstring). A DOP853 step (``explicit``)
+    takes its three dense stages here (:func:`.flow_dop853._dense_explicit`: ``problem`` = (X, XT, y, H, b, mode),
+    ``h`` the step, ``Ys`` its start, ``F1`` f at its end, ``flat`` = (Ys, F1, Kst) seen flat)."""
     if gf:
         _dense_slopes(Kz, MIRROR_P, dense, 0)
+    elif explicit:
+        X, XT, y, H, b, mode = problem
+        _dense_explicit(X, XT, y, H, b, mode, inv_lam, h, Ys, F1, valid_p, valid_m, ws, Kst, flat, dense)
     else:
         for k in range(4):
-            _dense_slopes(Kst, _D_ROWS[k], dense, k)
+            _dense_slopes(Kst, DENSE_STATE_ROWS[k], dense, k)
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -450,8 +415,8 @@ def _rodas_advance(
     F1 = np.empty((N_RK_ROWS, d))
     g0 = np.empty(d)
     g1 = np.empty(d)
-    Kst = np.zeros((N_STAGES, N_RK_ROWS, d))
-    Kacc = np.zeros((N_STAGES, N_RK_ROWS, d))  # (the stages of the last accepted step)
+    Kst = np.zeros((N_DOP_DENSE_STAGES, N_RK_ROWS, d))  # (room for either method's stages)
+    Kacc = np.zeros((N_DOP_DENSE_STAGES, N_RK_ROWS, d))  # (the stages of the last accepted step)
     # the same arrays seen flat (flow_rodas._attempt), swapped with them
     Y0f, Y1f, F0f, F1f = _flat_rows(Y0), _flat_rows(Y1), _flat_rows(F0), _flat_rows(F1)
     Kstf, Kaccf = _flat_stages(Kst), _flat_stages(Kacc)
@@ -492,6 +457,8 @@ def _rodas_advance(
         _set_point_dense(gf, Y0, dense)
     if counters[N_RHS] == 0:  # counted once (a later call recomputes what an earlier one counted; a call may
         counters[N_RHS] += 1  # return before the first step when its record block is full)
+    problem = (X, XT, y, H, b, mode)
+    last_explicit = False  # (the last accepted step was DOP853's: its dense output comes from its own stages)
     taken = 0
     status = RUNNING
     dense_owed = False  # the q rows of the last step's dense output are still to form from Kacc (Kz_acc)
@@ -505,7 +472,8 @@ def _rodas_advance(
                 full = True
                 break
             if dense_owed:
-                _dense_owed(gf, Kacc, Kz_acc, dense)
+                _dense_owed(gf, last_explicit, problem, inv_lam, sstate[H_LAST], Y1, F0, valid_p, valid_m, ws, Kacc,
+                            Kz_acc, (Y1f, F0f, Kaccf), dense)
                 dense_owed = False
             tr = record_times[record_cursor[0]]
             hl = sstate[H_LAST]
@@ -537,8 +505,12 @@ def _rodas_advance(
         h = sstate[H_NEXT]
         if h == 0.0:
             h = _initial_step(gf, Y0, F0, rtol, atol, t_max)
+        # MGF starts by DOP853 and tries a Rodas5P step every TRIAL_EVERY of its steps (.flow_dop853: the switch)
+        explicit = not gf and sstate[PHASE] == 0.0
+        trial = explicit and sstate[SINCE_TRIAL] >= TRIAL_EVERY
         # one accepted step (with as many rejected attempts as it takes)
         accepted = False
+        by_dop = explicit and not trial
         while True:
             last = False
             if t + h >= t_max or t + 1.0001 * h >= t_max:
@@ -546,9 +518,14 @@ def _rodas_advance(
                 last = True
             if not (h >= H_MIN_REL * max(t, 1.0)):
                 break
+            by_dop = explicit and not trial
             if gf:
                 how = _attempt_mirror(X, XT, y, H, b, mode, w_init, h, Z0, Fz0, g0, wp0, wm0, wsm, Kz, Z1, counters)
                 err = _error_norm_mirror(w_init, Z0, Z1, Kz, rtol, atol, wp1, wm1) if how else np.nan
+            elif by_dop:
+                _attempt_explicit(X, XT, y, H, b, mode, inv_lam, h, Y0, F0, valid_p, valid_m, ws, Kst, Y1,
+                                  (Y0f, F0f, Kstf, Y1f), counters)
+                err = _error_norm_explicit(lam, Y0, Y1, Kst, rtol, atol)
             else:
                 how = _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m, ws, Kst, Y1,
                                (Y0f, F0f, Kstf, Y1f), counters)
@@ -557,9 +534,13 @@ def _rodas_advance(
                 accepted = True
                 break
             counters[REJECTED] += 1
+            if trial:  # Rodas5P does not take this step: DOP853 goes on, at the same h
+                trial = False
+                sstate[SINCE_TRIAL] = 0.0
+                continue
             sstate[REJECTED_LAST] = 1.0
             if err > 0.0 and err < np.inf:
-                h *= max(FAC_MIN, SAFETY * err ** (-1.0 / ORDER))
+                h *= max(FAC_MIN, SAFETY * err ** (-1.0 / (ORDER_EXPLICIT if by_dop else ORDER)))
             else:
                 h *= 0.25
         if not accepted:
@@ -568,13 +549,25 @@ def _rodas_advance(
             break
         # the step is taken: controller, dense output, crossings, bookkeeping
         e = max(err, 1e-10)
-        fac = SAFETY * e ** (-PI_ALPHA) * sstate[ERR_PREV] ** PI_BETA if sstate[ERR_PREV] > 0.0 \
-            else SAFETY * e ** (-1.0 / ORDER)
+        if by_dop:
+            fac = SAFETY * e ** (-1.0 / ORDER_EXPLICIT)
+        elif sstate[ERR_PREV] > 0.0:
+            fac = SAFETY * e ** (-PI_ALPHA) * sstate[ERR_PREV] ** PI_BETA
+        else:
+            fac = SAFETY * e ** (-1.0 / ORDER)
         fac = min(FAC_MAX, max(FAC_MIN, fac))
         if sstate[REJECTED_LAST] > 0.0:
             fac = min(fac, 1.0)
         h_used = h
         h_next = h * fac
+        if trial:  # a Rodas5P trial that took the step: Rodas5P goes on if it would outstep DOP853 by its cost
+            sstate[SINCE_TRIAL] = 0.0
+            if fac * COST_RATIO > 1.0:
+                sstate[PHASE] = 1.0
+            else:
+                h_next = h
+        elif by_dop:
+            sstate[SINCE_TRIAL] += 1.0
         if last and h_next < sstate[H_NEXT]:
             h_next = sstate[H_NEXT]  # a step shortened to land on t_max does not shrink the next guess
         # the step's stages stay in Kacc (Kz_acc) for its dense q rows (_dense_owed); the next attempts write Kst
@@ -582,6 +575,7 @@ def _rodas_advance(
         Kstf, Kaccf = Kaccf, Kstf
         Kz, Kz_acc = Kz_acc, Kz
         dense_owed = True
+        last_explicit = by_dop
         if gf:  # dense row 0 is P (_record maps it to w±), the others stay 0
             _dense_ends(Z0, Z1, MIRROR_P, dense, 0)
             _field_mirror(X, XT, y, H, b, mode, wp1, wm1, theta, g1, resid, Fz1)  # (wp1, wm1: the error norm's)
@@ -589,12 +583,15 @@ def _rodas_advance(
             _mirror_point(Z1, Fz1, g1, wp1, wm1, valid_p, valid_m, Y1, F1)
         else:
             for k in range(4):
-                _dense_ends(Y0, Y1, _D_ROWS[k], dense, k)
+                _dense_ends(Y0, Y1, DENSE_STATE_ROWS[k], dense, k)
             _rhs(X, XT, y, H, b, mode, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)
             counters[N_RHS] += 1
+            if by_dop and _stiff(h_used, Y1, ws[9], F1, Kacc, sstate):  # (ws[9]: the last stage's point)
+                sstate[PHASE] = 1.0
             seen = counters[N_CROSSINGS]
             if _any_may_cross(Y0, Y1, F0, F1, h_used):  # (the crossings are located on the dense output)
-                _dense_owed(gf, Kacc, Kz_acc, dense)
+                _dense_owed(gf, last_explicit, problem, inv_lam, h_used, Y0, F1, valid_p, valid_m, ws, Kacc, Kz_acc,
+                            (Y0f, F1f, Kaccf), dense)
                 dense_owed = False
                 _crossings(Y0, Y1, F0, F1, dense, h_used, t, istate, fstate, counters, log_time, log_coord,
                            log_sign, valid_p, valid_m, roots)
@@ -606,7 +603,8 @@ def _rodas_advance(
         sstate[H_LAST] = h_used
         sstate[T_NOW] = t_new
         sstate[H_NEXT] = h_next
-        sstate[ERR_PREV] = e
+        if not by_dop and (not explicit or sstate[PHASE] > 0.0):  # (Rodas5P's history: from its first step on)
+            sstate[ERR_PREV] = e
         sstate[REJECTED_LAST] = 0.0
         # the new point becomes the current one (the next attempt and vector field write the old arrays before a read)
         Y0, Y1 = Y1, Y0
@@ -634,14 +632,16 @@ def _rodas_advance(
         counters[STEPS_DONE] += 1
         taken += 1
         if record_steps:  # (a row is free: checked before the step)
-            _dense_owed(gf, Kacc, Kz_acc, dense)
+            _dense_owed(gf, last_explicit, problem, inv_lam, h_used, Y1, F0, valid_p, valid_m, ws, Kacc, Kz_acc,
+                        (Y1f, F0f, Kaccf), dense)
             dense_owed = False
             _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, 1.0, counters[STEPS_DONE], t_new,
                     record_cursor[0] - record_offset, theta, g_tmp, resid, wp_buf, wm_buf, rec_step, rec_time,
                     rec_vectors, rec_losses, rec_vp, rec_vm)
             record_cursor[0] += 1
     if dense_owed:  # (the state carries the last step's whole dense output)
-        _dense_owed(gf, Kacc, Kz_acc, dense)
+        _dense_owed(gf, last_explicit, problem, inv_lam, sstate[H_LAST], Y1, F0, valid_p, valid_m, ws, Kacc, Kz_acc,
+                    (Y1f, F0f, Kaccf), dense)
     for r in range(N_RK_ROWS):
         for i in range(d):
             fstate[r, i] = Y0[r, i]

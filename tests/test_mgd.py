@@ -471,7 +471,16 @@ def test_the_adaptive_schemes_step_functions_count_no_references():
     for each array argument."""
     from numba import njit
 
-    from dlnmomentum.kernels import config, flow_ndf, flow_rodas, flow_rodas_gf, flow_rodas_run, small_linalg
+    from dlnmomentum.kernels import (
+        config,
+        dense_output,
+        flow_dop853,
+        flow_ndf,
+        flow_rodas,
+        flow_rodas_gf,
+        flow_rodas_run,
+        small_linalg,
+    )
     from dlnmomentum.kernels import mgd as K
 
     for f in (flow_rodas._attempt, flow_rodas._rhs, flow_rodas._factor, flow_rodas._error_norm,
@@ -479,7 +488,9 @@ def test_the_adaptive_schemes_step_functions_count_no_references():
               flow_ndf._rms, flow_ndf._change_D, flow_ndf._set_rows, flow_rodas_run._dense_ends,
               flow_rodas_run._dense_slopes, flow_rodas_run._dense_owed, flow_rodas_run._any_may_cross,
               flow_rodas_run._crossings, flow_rodas_run._stop_status, small_linalg._cholesky,
-              small_linalg._cholesky_solve, K._axpy_columns):
+              small_linalg._cholesky_solve, K._axpy_columns, flow_dop853._attempt_explicit,
+              flow_dop853._error_norm_explicit, flow_dop853._dense_explicit, flow_dop853._stiff,
+              dense_output._dense_eval, dense_output._dense_root):
         assert f.targetoptions.get("_nrt") is False, f.py_func.__name__
 
     def reference_counts(options):  # the gradient's column pass, compiled anew with ``options``

@@ -14,6 +14,7 @@ from store_checks import sigkill_adaptive_flow
 import dlnmomentum as dm
 import dlnmomentum.store as S
 from dlnmomentum.driver import drive
+from dlnmomentum.kernels import flow_dop853 as KX
 from dlnmomentum.kernels import flow_rodas as KR
 from dlnmomentum.kernels.mgd import _loss_rounding_scale
 from dlnmomentum.runs.flow_adaptive import prepare_flow_run
@@ -110,7 +111,8 @@ def test_a_checkpoint_from_before_the_rule_loads_with_its_count_at_zero(problem)
     state["sstate"] = np.arange(1.0, KR.N_SSTATE_BEFORE_STALL + 1.0)
     run.load_state_arrays(state)
     assert np.array_equal(run.sstate[:KR.N_SSTATE_BEFORE_STALL], state["sstate"])
-    assert not run.sstate[KR.N_SSTATE_BEFORE_STALL:].any()
+    assert not run.sstate[KR.N_SSTATE_BEFORE_STALL:KR.N_SSTATE].any()
+    assert run.sstate[KX.PHASE] == 1.0  # (from before the explicit start: it goes on by Rodas5P)
     state["sstate"] = np.zeros(KR.N_SSTATE + 1)
     with pytest.raises(ValueError, match="sstate"):
         run.load_state_arrays(state)

@@ -55,7 +55,8 @@ def register(subparsers):
                     "and w-, and print a summary. Schemes (--scheme): fixed-step RK4; an exponential RK4 that "
                     "integrates the fast mode -1/lambda exactly (small lambda); or the adaptive schemes for long "
                     "horizons (runs to --tol 1e-20 at t ~ 1e5-1e6 in one to two thousand steps): rodas, the "
-                    "Rosenbrock method Rodas5P, and, for gradient flow only, ndf, a variable-order NDF (about twice as "
+                    "Rosenbrock method Rodas5P (MGF started by the explicit DOP853 while it is not stiff), and, for "
+                    "gradient flow only, ndf, a variable-order NDF (about twice as "
                     "fast there). "
                     "auto (the default) takes an adaptive one (ndf for gradient flow, rodas for MGF) with --tol or a "
                     "long --t-max, else the cheaper fixed-step one.")

@@ -1,5 +1,5 @@
-r"""The adaptive flow run: MGF(λ) and gradient flow by the Rosenbrock method Rodas5P, or gradient flow by the
-variable-order NDF, for long horizons.
+r"""The adaptive flow run: MGF(λ) and gradient flow by the Rosenbrock method Rodas5P (MGF started by the explicit
+DOP853 while it is not stiff), or gradient flow by the variable-order NDF, for long horizons.
 
 The kernels are :func:`dlnmomentum.kernels.flow_rodas_run._rodas_advance` (``scheme="rodas"``;
 :mod:`dlnmomentum.kernels.flow_rodas` states the method, the structured linear algebra, what the error control
@@ -16,8 +16,9 @@ sweeps work as for the fixed-grid schemes, with these differences:
   row carries its ``time`` and, in ``step``, the number of accepted steps before it; or, with
   ``Record(accepted=True)``, at the initial point and after every accepted step (``record_accepted``:
   how many rows is known at the end; ``step`` is the step's number);
-* the checkpointed state adds the solver's state (time, next step, controller history) and the
-  dense output of the last step (the NDF: its difference array and the Jacobian's point), so a resumed run is
+* the checkpointed state adds the solver's state (time, next step, controller history, and for MGF the
+  phase of :mod:`dlnmomentum.kernels.flow_dop853`'s switch) and the dense output of the last step (the NDF: its
+  difference array and the Jacobian's point), so a resumed run is
   the uninterrupted one bit for bit.
 
 The result is the same :class:`~dlnmomentum.runs.flow.FlowResult` as the fixed-step schemes (every
@@ -31,6 +32,8 @@ takes this scheme for long horizons: :func:`~dlnmomentum.runs.stepping.choose_fl
 
 import numpy as np
 
+from ..kernels import dense_output as KD
+from ..kernels import flow_dop853 as KX
 from ..kernels import flow_ndf as KN
 from ..kernels import flow_rodas as KR
 from ..kernels import flow_rodas_run as KRR
@@ -94,8 +97,8 @@ class AdaptiveFlowRun(FlowRun):
             self.difference = np.zeros((KN.N_D_ROWS, 2, d))
             self.p_jac = np.zeros(d)
         else:
-            self.sstate = np.zeros(KR.N_SSTATE)
-            self.dense = np.zeros((KR.N_DENSE_ROWS, 4, d))
+            self.sstate = np.zeros(KX.N_RODAS_SSTATE)  # (PHASE 0: MGF starts by DOP853, kernels/flow_dop853.py)
+            self.dense = np.zeros((KD.N_DENSE_ROWS, 4, d))
         self.schedule = (np.zeros(0, dtype=np.float64) if schedule is None
                          else np.asarray(schedule, dtype=np.float64))
         self.chunk_steps = adaptive_chunk_steps(problem.n, d)
@@ -188,11 +191,19 @@ class AdaptiveFlowRun(FlowRun):
         return out
 
     def load_state_arrays(self, arrays):
-        """As the base class; a checkpoint written before the stall rule (an ``sstate`` of
-        ``N_SSTATE_BEFORE_STALL`` entries, 0.6.0 development) continues with that rule's count at 0."""
-        sstate = np.asarray(arrays["sstate"])
-        if self.config.scheme == "rodas" and sstate.shape == (KR.N_SSTATE_BEFORE_STALL,):
-            arrays = dict(arrays, sstate=np.concatenate([sstate, np.zeros(KR.N_SSTATE - sstate.size)]))
+        """As the base class, for checkpoints of earlier 0.6.0 development stores too: an ``sstate`` of
+        ``N_SSTATE_BEFORE_STALL`` entries continues with the stall rule's count at 0; one from before the explicit
+        start (``N_SSTATE`` entries, or fewer) and its dense output of ``N_DENSE_ROWS_BEFORE_EXPLICIT`` rows continue
+        by Rodas5P, as they began (``PHASE`` = 1, the dense output's higher rows 0)."""
+        if self.config.scheme == "rodas":
+            sstate = np.asarray(arrays["sstate"])
+            dense = np.asarray(arrays["dense"])
+            if sstate.shape in ((KR.N_SSTATE_BEFORE_STALL,), (KR.N_SSTATE,)):
+                sstate = np.concatenate([sstate, np.zeros(KX.N_RODAS_SSTATE - sstate.size)])
+                sstate[KX.PHASE] = 1.0
+            if dense.ndim == 3 and dense.shape[0] == KD.N_DENSE_ROWS_BEFORE_EXPLICIT:
+                dense = np.concatenate([dense, np.zeros((KD.N_DENSE_ROWS - dense.shape[0],) + dense.shape[1:])])
+            arrays = dict(arrays, sstate=sstate, dense=dense)
         super().load_state_arrays(arrays)
 
 

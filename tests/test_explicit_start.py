@@ -1,0 +1,187 @@
+"""The explicit start of the adaptive MGF flow (kernels/flow_dop853.py) and the dense output's form
+(kernels/dense_output.py).
+
+Checked against independent references: the tableau's row sums and quadrature conditions from its own coefficients
+(closed forms), one step and its dense output against SciPy's Radau at rtol 1e-13 (orders 8 and 7), the switch to
+Rodas5P on runs (where it happens, what each phase costs), the dense form against a direct evaluation of DOP853's
+nested interpolant, and checkpoints of earlier development stores (pure Rodas5P) continuing as they began.
+The run machinery (chunks, SIGKILL and resume bit for bit, sweep points = single runs, crossings against RK4,
+agreement with the fixed-step schemes) is tested in tests/test_rodas.py on runs that start by DOP853.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from reference import mgf_radau
+
+import dlnmomentum as dm
+from dlnmomentum.driver import drive
+from dlnmomentum.kernels import dense_output as KD
+from dlnmomentum.kernels import flow as KF
+from dlnmomentum.kernels import flow_dop853 as KX
+from dlnmomentum.kernels import flow_rodas as KR
+from dlnmomentum.kernels.layout import MODE_HESSIAN
+from dlnmomentum.runs.flow_adaptive import prepare_flow_run
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return dm.sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, seed=0)
+
+
+# -- the tableau (closed forms) ---------------------------------------------------------------------------
+
+def test_tableau_row_sums_and_quadrature_conditions_of_order_eight():
+    A, c, b = KX.DOP_A, KX.DOP_C, KX.DOP_B
+    for i in range(1, KX.N_DOP_DENSE_STAGES):
+        assert math.isclose(A[i, :i].sum(), c[i], rel_tol=0, abs_tol=1e-14), i
+        assert not np.any(A[i, i:]), i  # explicit
+    assert math.isclose(b.sum(), 1.0, rel_tol=0, abs_tol=1e-14)
+    for k in range(8):  # Σ b_j c_j^k = 1/(k+1): the quadrature conditions up to order 8
+        assert math.isclose(b @ c[:12] ** k, 1.0 / (k + 1), rel_tol=0, abs_tol=1e-13), k
+    assert not math.isclose(b @ c[:12] ** 8, 1.0 / 9, rel_tol=0, abs_tol=1e-6)  # and not of order 9
+    assert abs(KX.DOP_E5.sum()) < 1e-14 and abs(KX.DOP_E3.sum()) < 1e-14  # differences of two consistent weights
+    assert np.array_equal(A[12, :12], b)  # the stage at y₁ (k₁₃ = f(y₁))
+
+
+def test_the_dense_form_is_dop853_nested_interpolant():
+    """The monomial coefficients c₀ … c₅ written by the kernel give Hairer's nested form, evaluated directly."""
+    rng = np.random.default_rng(1)
+    y0, y1, f1, f2, f3, f4, f5, f6 = rng.normal(size=8)
+    dense = np.zeros((KD.N_DENSE_ROWS, 4, 1))
+    dense[0, 0, 0], dense[1, 0, 0] = y0, y1
+    dense[2:, 0, 0] = (f1, f2 + f3, f4 + f5 - f3, f6 - 2 * f5 - f4, f5 - 2 * f6, f6)
+    f0 = y1 - y0
+    for s in np.linspace(0.0, 1.0, 11):
+        nested = y0 + s * (f0 + (1 - s) * (f1 + s * (f2 + (1 - s) * (f3 + s * (f4 + (1 - s) * (f5 + s * f6))))))
+        value, slope = KD._dense_eval(dense, 0, 0, s)
+        assert math.isclose(value, nested, rel_tol=1e-14, abs_tol=1e-14), s
+        ds = 1e-6  # (a central difference, the polynomial extended past [0, 1])
+        numeric = (KD._dense_eval(dense, 0, 0, s + ds)[0] - KD._dense_eval(dense, 0, 0, s - ds)[0]) / (2 * ds)
+        assert math.isclose(slope, numeric, rel_tol=1e-7, abs_tol=1e-8), s
+
+
+# -- one step against Radau -----------------------------------------------------------------------------
+
+def _point(problem, lam, t):
+    d = problem.d
+    w, v = mgf_radau(problem.hessian, problem.b, lam, t, np.full(2 * d, 0.01), np.zeros(2 * d), rtol=1e-13,
+                     atol=1e-16, full=True)
+    Y = np.zeros((KF.N_RK_ROWS, d))
+    Y[KF.W_PLUS], Y[KF.W_MINUS], Y[KF.V_PLUS], Y[KF.V_MINUS] = w[:d], w[d:], v[:d], v[d:]
+    return Y
+
+
+def _field(problem, lam, Y):
+    d = problem.d
+    F = np.zeros_like(Y)
+    ok = np.ones(d, dtype=bool)
+    KR._rhs(problem.X, problem.XT, problem.y, problem.hessian, problem.b, MODE_HESSIAN, 1.0 / lam, Y, ok, ok,
+            np.zeros(d), np.zeros(d), np.zeros(problem.n), F)
+    return F
+
+
+def _one_step(problem, lam, Y0, h):
+    """(Y1, its order-5 error estimate, dense) of one DOP853 step of size h from Y0, with its dense output formed
+    (whose stages take the estimate's slot)."""
+    d = problem.d
+    F0 = _field(problem, lam, Y0)
+    ws = KR._workspace(problem.n, d)
+    K = np.zeros((KX.N_DOP_DENSE_STAGES, KF.N_RK_ROWS, d))
+    Y1 = np.zeros_like(Y0)
+    ok = np.ones(d, dtype=bool)
+    counters = np.zeros(KR.N_COUNTERS, dtype=np.int64)
+    args = (problem.X, problem.XT, problem.y, problem.hessian, problem.b, MODE_HESSIAN, 1.0 / lam, h)
+    KX._attempt_explicit(*args, Y0, F0, ok, ok, ws, K, Y1,
+                         (KR._flat_rows(Y0), KR._flat_rows(F0), KR._flat_stages(K), KR._flat_rows(Y1)), counters)
+    assert counters[KR.N_RHS] == KX.N_DOP_STAGES - 1 and counters[KR.N_LU] == 0
+    estimate = K[KX.E5_SLOT].copy()
+    dense = np.zeros((KD.N_DENSE_ROWS, 4, d))
+    for k, r in enumerate(KD.DENSE_STATE_ROWS):
+        KD._dense_ends(Y0, Y1, r, dense, k)
+    F1 = _field(problem, lam, Y1)
+    KX._dense_explicit(*args, Y0, F1, ok, ok, ws, K, (KR._flat_rows(Y0), KR._flat_rows(F1), KR._flat_stages(K)),
+                       dense)
+    return Y1, estimate, dense
+
+
+def test_one_step_has_order_eight_and_its_dense_output_order_seven_against_radau(problem):
+    """Local errors of the step shrink as h⁹ and of the dense output (at s = 0.37) as h⁸; the order-5 error
+    estimate at least as h⁶, above the step's own error."""
+    d, lam, t0 = problem.d, 1.0, 3.0
+    Y0 = _point(problem, lam, t0)
+    errs, dense_errs, ests = [], [], []
+    for h in (0.4, 0.2, 0.1):
+        Y1, estimate, dense = _one_step(problem, lam, Y0, h)
+        ref1 = _point(problem, lam, t0 + h)
+        refs = _point(problem, lam, t0 + 0.37 * h)
+        errs.append(np.abs(Y1[:KF.J_PLUS] - ref1[:KF.J_PLUS]).max())
+        dense_errs.append(max(abs(KD._dense_at(dense, k, i, 0.37) - refs[r, i])
+                              for k, r in enumerate(KD.DENSE_STATE_ROWS) for i in range(d)))
+        ests.append(np.abs(estimate[:KF.J_PLUS]).max())
+    assert errs[0] / errs[1] > 2**8.3 and errs[1] / errs[2] > 2**8.3, errs
+    assert dense_errs[0] / dense_errs[1] > 2**7.3 and dense_errs[1] / dense_errs[2] > 2**7.3, dense_errs
+    assert ests[0] / ests[1] > 2**5.3 and ests[1] / ests[2] > 2**5.3, ests  # O(h⁶) or faster here
+    assert all(e > err for e, err in zip(ests, errs, strict=True)), (ests, errs)  # and above the step's error
+
+
+# -- the switch, on runs --------------------------------------------------------------------------------
+
+def _phase_counts(problem, lam, t_max, **kw):
+    """(result, factorisations, explicit steps) of a run: Rodas5P factorises once an attempt, DOP853 never."""
+    res = dm.mgf(problem, lam, t_max=t_max, scheme="rodas", **kw)
+    return res, res.factorizations, res.steps_done + res.rejected_steps - res.factorizations
+
+
+def test_runs_start_by_dop853_and_switch_to_rodas5p_for_good(problem):
+    """λ = 1: DOP853 through the escape (a few hundred steps), then Rodas5P to the limit; λ = 1e-3 (stiff at once):
+    the first trial switches, after TRIAL_EVERY explicit steps."""
+    res, lu, explicit = _phase_counts(problem, 1.0, 1e7, tol=1e-20)
+    assert res.status_name == "converged"
+    assert 100 < explicit < 1000 and lu > 100, (explicit, lu)
+    res, lu, explicit = _phase_counts(problem, 1e-3, 1e7, tol=1e-20)
+    assert res.status_name == "converged"
+    assert explicit <= 2 * KX.TRIAL_EVERY and lu > 500, (explicit, lu)
+    # short horizon in the non-stiff stretch: DOP853 only (no trial takes over)
+    res, lu, explicit = _phase_counts(problem, 1.0, 3.0)
+    assert explicit > 0 and lu <= explicit // KX.TRIAL_EVERY + 1, (explicit, lu)
+
+
+@pytest.mark.parametrize("lam", [0.5, 1.0])
+def test_explicit_stretch_agrees_with_radau_along_the_way(problem, lam):
+    """Records from DOP853's dense output (t ≤ 20, before any switch) within 1e-10 of Radau at rtol 1e-13."""
+    times = (0.3, 1.7, 4.2, 9.9, 20.0)
+    res = dm.mgf(problem, lam, t_max=20.0, scheme="rodas", record=dm.Record(times=times))
+    for t in times:
+        row = np.flatnonzero(np.abs(res.trajectory.time - t) <= 1e-12 * t)[0]
+        ref = mgf_radau(problem.hessian, problem.b, lam, t, np.full(2 * problem.d, 0.01), np.zeros(2 * problem.d),
+                        rtol=1e-13, atol=1e-16)
+        assert np.abs(res.trajectory.theta[row] - ref).max() < 1e-10, t
+
+
+def test_a_checkpoint_from_before_the_explicit_start_continues_by_rodas5p_bit_for_bit(problem):
+    """A run state of the earlier layout (``sstate`` of N_SSTATE entries, ``dense`` of 5 rows) loads as a run in
+    Rodas5P's phase: continued, it equals the run that was in that phase all along."""
+    def fresh():
+        run = prepare_flow_run(problem, 0.5, t_max=300.0, scheme="rodas")
+        run.sstate[KX.PHASE] = 1.0  # Rodas5P from the start, as before the explicit start
+        run.chunk_steps = 40
+        return run
+
+    whole = fresh()
+    status, blocks = drive(whole)
+    part = fresh()
+    part.advance(40, part.new_block(0), 0)
+    old = {k: np.array(v) for k, v in part.state_arrays().items()}
+    assert not np.any(old["dense"][KD.N_DENSE_ROWS_BEFORE_EXPLICIT:])  # Rodas5P's dense output: degree 4
+    old["sstate"] = old["sstate"][:KR.N_SSTATE]
+    old["dense"] = old["dense"][:KD.N_DENSE_ROWS_BEFORE_EXPLICIT]
+    resumed = fresh()
+    resumed.sstate[KX.PHASE] = 0.0
+    resumed.load_state_arrays(old)
+    assert resumed.sstate[KX.PHASE] == 1.0
+    status2, _ = drive(resumed)
+    assert status2 == status
+    for name, arr in whole.state_arrays().items():
+        assert np.array_equal(getattr(resumed, name), arr, equal_nan=True), name
