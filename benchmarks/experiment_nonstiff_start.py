@@ -3,7 +3,8 @@
 Not part of the package and not a benchmark: it counts steps and measures θ errors; the only wall times are the
 per-step costs of the cost model, measured in one process (``step_costs``).
 
-What it asks. Rodas5P (``scheme="rodas"``) pays a d × d factorisation and eight stage solves every step. Over the
+What it asks (before the explicit start was built: every package run here is Rodas5P alone, ``_rodas_alone``).
+Rodas5P (``scheme="rodas"``) pays a d × d factorisation and eight stage solves every step. Over the
 first tens to hundreds of time units of MGF at λ >= 0.05 (the escape from α = 0.01 and the damped oscillations of
 the momentum modes) the flow is *not* stiff at the accuracy asked: an explicit method of high order then takes far
 fewer and cheaper steps, and that stretch is where the θ error "along the way" of issue 22's comparison at equal
@@ -45,12 +46,25 @@ from experiment_mgf_accuracy import REF_ATOL_V, REF_ATOL_W, REF_RTOL, T_ALONG, T
 from bench_rodas import _theta  # noqa: E402
 
 import dlnmomentum as dm  # noqa: E402
+from dlnmomentum.driver import drive  # noqa: E402
+from dlnmomentum.kernels import flow_dop853 as KX  # noqa: E402
 from dlnmomentum.kernels import flow_rodas as KR  # noqa: E402
+from dlnmomentum.runs.flow_adaptive import prepare_flow_run  # noqa: E402
 
 LAMS = (1e-3, 0.05, 0.5, 1.0)
 RODAS_RTOLS = (1e-9, 3e-10, 1e-10)
 DOP_RTOLS = (1e-10, 1e-9)
 SWITCHES = (3.0, 10.0, 30.0, 100.0, 300.0)
+
+
+def _rodas_alone(problem, lam, **kw):
+    """``dm.mgf(problem, lam, scheme="rodas", **kw)`` by Rodas5P alone from its first step: the package's MGF runs
+    start by DOP853 since this experiment (kernels/flow_dop853.py), so the run is built with its phase set to
+    Rodas5P (``sstate[PHASE] = 1``), as a checkpoint from before the explicit start continues."""
+    run = prepare_flow_run(problem, lam, scheme="rodas", **kw)
+    run.sstate[KX.PHASE] = 1.0
+    status, blocks = drive(run)
+    return run.finish(status, blocks)
 
 
 def _split(z, d):
@@ -69,8 +83,8 @@ def _along(res, times):
 
 def rodas(problem, lam, rtol, t_end):
     kw = dict(rtol=rtol, atol=rtol / 100)
-    to_limit = dm.mgf(problem, lam, t_max=T_MAX, tol=TOL, scheme="rodas", **kw)
-    at = dm.mgf(problem, lam, t_max=t_end, scheme="rodas", record=dm.Record(times=T_ALONG), **kw)
+    to_limit = _rodas_alone(problem, lam, t_max=T_MAX, tol=TOL, **kw)
+    at = _rodas_alone(problem, lam, t_max=t_end, record=dm.Record(times=T_ALONG), **kw)
     return to_limit.steps_done, np.array(_along(at, T_ALONG) + [at.theta])
 
 
@@ -82,10 +96,10 @@ def hybrid(problem, lam, t_switch, rtol_e, rtol_r, t_end):
                     t_eval=early + [t_switch])
     assert sol.status == 0
     start = _split(sol.y[:, -1], d)
-    kw = dict(rtol=rtol_r, atol=rtol_r / 100, scheme="rodas", **start)
-    to_limit = dm.mgf(problem, lam, t_max=T_MAX, tol=TOL, **kw)
+    kw = dict(rtol=rtol_r, atol=rtol_r / 100, **start)
+    to_limit = _rodas_alone(problem, lam, t_max=T_MAX, tol=TOL, **kw)
     later = [t - t_switch for t in T_ALONG if t >= t_switch]
-    at = dm.mgf(problem, lam, t_max=t_end - t_switch, record=dm.Record(times=later) if later else None, **kw)
+    at = _rodas_alone(problem, lam, t_max=t_end - t_switch, record=dm.Record(times=later) if later else None, **kw)
     rows = [_theta(z, d) for z in sol.y.T[:-1]] + (_along(at, later) if later else []) + [at.theta]
     return (sol.nfev - 1) / 12.0, to_limit.steps_done, np.array(rows)
 
@@ -178,7 +192,7 @@ def _rhs_loop(X, XT, y, H, b, inv_lam, Y, valid, theta, g, resid, F, count):
 def step_costs(problem, lam):
     """(µs a Rodas5P step: the whole ``dm.mgf`` call to the limit over its steps, µs a right-hand side, µs a
     DOP853 step of the prototype), each the minimum of seven rounds in this process."""
-    res = dm.mgf(problem, lam, t_max=T_MAX, tol=TOL, scheme="rodas")
+    res = _rodas_alone(problem, lam, t_max=T_MAX, tol=TOL)
     d, n = problem.d, problem.n
     X, XT, H, b = (np.ascontiguousarray(a) for a in (problem.X, problem.XT, problem.hessian, problem.b))
     Y = np.zeros((KR.N_RK_ROWS, d))
@@ -196,7 +210,7 @@ def step_costs(problem, lam):
     best = [np.inf, np.inf, np.inf]
     for _ in range(7):
         t0 = time.perf_counter()
-        dm.mgf(problem, lam, t_max=T_MAX, tol=TOL, scheme="rodas")
+        _rodas_alone(problem, lam, t_max=T_MAX, tol=TOL)
         t1 = time.perf_counter()
         _rhs_loop(*rhs_args, 20000)
         t2 = time.perf_counter()
@@ -211,7 +225,7 @@ def main():
     start = time.perf_counter()
     problem = dm.sparse_regression(n=20, d=30, s=5, mu=1.0, sigma=1.0, seed=0)
     for lam in LAMS:
-        t_end = float(dm.mgf(problem, lam, t_max=T_MAX, tol=TOL).t_done)
+        t_end = float(_rodas_alone(problem, lam, t_max=T_MAX, tol=TOL).t_done)
         times = np.array([*T_ALONG, t_end])
         ref = reference(problem, lam, times, REF_RTOL, REF_ATOL_W, REF_ATOL_V)
         print(f"\n## λ = {lam:g} (t_end {t_end:.4g})\n")
