@@ -87,9 +87,8 @@ Sign changes of w± in a step are bracketed by the cubic Hermite interpolant of 
 :mod:`.flow`. Records at the times of ``record_times`` are the dense output of the step that contains them (w± and
 ẇ±; for gradient flow w± = w±(0)e^{∓P} from the dense output of P and ẇ± from the vector field there); the dense
 coefficients of the last step are part of the state (``dense``), so a chunk can end with records still owed and the
-next call writes them first. Everything a
-run needs to continue bit for bit is in ``fstate``, ``istate``, ``counters``, ``sstate``, ``dense`` and the crossing
-log: the chunk length never changes a bit.
+next call writes them first. Everything a run needs to continue bit for bit is in ``fstate``, ``istate``,
+``counters``, ``sstate``, ``dense`` and the crossing log: the chunk length never changes a bit.
 """
 
 import numpy as np
