@@ -92,8 +92,9 @@ from .flow_rodas import (
     _gradient_adaptive,
 )
 from .flow_rodas_gf import MIRROR_G2, MIRROR_P, N_MIRROR_ROWS, _factor_mirror, _solve_p_rows, _weights
-from .flow_rodas_run import _data_bounds, _mirror_point, _record_mirror, _stop_status, _valid_for_j
-from .status import DIVERGED, MAX_STEPS, RUNNING
+from .flow_rodas_run import _mirror_point, _record_mirror, _valid_for_j
+from .flow_stop import _data_bounds, _stop_before_step
+from .status import DIVERGED, RUNNING
 
 # -- the NDF (Shampine & Reichelt 1997), as SciPy's BDF ------------------------------------------
 MAX_ORDER = 5
@@ -393,15 +394,9 @@ def _ndf_advance(
             full = record_cursor[0] - record_offset >= capacity
         if full:
             break
-        if t >= t_max:
-            status = MAX_STEPS
-            break
-        if tol >= 0.0:
-            stop = _stop_status(X, y, fstate, theta, tol, x_max, y_max, sstate, counters[STEPS_DONE] + 1.0)
-            if stop != RUNNING:
-                status = stop
-                break
-        if taken >= n_steps:
+        stop, status = _stop_before_step(X, y, fstate, theta, tol, x_max, y_max, t_max, sstate, counters, taken,
+                                         n_steps)
+        if stop:
             break
         # one accepted step (with as many rejected attempts as it takes)
         accepted = False

@@ -175,22 +175,12 @@ REJECTED_LAST = 3  # 1.0 if the last attempt was rejected
 T_LAST = 4      # start time of the last accepted step (dense output)
 H_LAST = 5      # its size (0: no step yet)
 FAILED = 6      # 1.0: the step size underflowed
-FLOOR_COUNT = 7  # accepted points in a row at the loss's rounding floor without a FLOOR_GAIN fall (runs with tol)
+FLOOR_COUNT = 7  # points in a row at the loss's rounding floor without a FLOOR_GAIN fall (.flow_stop's stall rule)
 FLOOR_REF = 8    # the train loss at the point that started that count
 FLOOR_POINT = 9  # 1 + the accepted steps before the last point counted (0: none): each point counts once
 N_SSTATE = 10
 #: Length of ``sstate`` before the stall rule (0.6.0 development stores): those three entries read as 0.
 N_SSTATE_BEFORE_STALL = 7
-
-# -- the stall rule (runs with tol): see _rodas_advance -------------------------------------------
-#: A train loss at most FLOOR_FACTOR times :func:`.mgd._loss_rounding_scale` is at float64's rounding floor:
-#: on the paper's problem the floor sat at 0.1-200 times that scale (measured on 36 runs of three data
-#: shapes, λ ∈ {0, 0.05, 1}, at t = 1e9).
-FLOOR_FACTOR = 1e4
-#: A run whose loss stayed at the floor for FLOOR_STEPS accepted points in a row, without falling under
-#: FLOOR_GAIN times the loss where the count started, ends ``STALLED``.
-FLOOR_STEPS = 100
-FLOOR_GAIN = 0.1
 
 # -- counters (int64): STEPS_DONE and N_CROSSINGS as in .flow, then the solver's statistics -------
 REJECTED = 2

@@ -62,12 +62,6 @@ from .flow_rodas import (
     FAC_MAX,
     FAC_MIN,
     FAILED,
-    FLOOR_COUNT,
-    FLOOR_FACTOR,
-    FLOOR_GAIN,
-    FLOOR_POINT,
-    FLOOR_REF,
-    FLOOR_STEPS,
     H_LAST,
     H_MIN_REL,
     H_NEXT,
@@ -101,9 +95,10 @@ from .flow_rodas_gf import (
     _weights,
     _workspace_mirror,
 )
+from .flow_stop import _data_bounds, _stop_before_step
 from .layout import REC_DELTA, REC_THETA, REC_W_MINUS, REC_W_PLUS
-from .mgd import _half_mean_square_residual, _loss_rounding_scale, _record_losses
-from .status import CONVERGED, DIVERGED, MAX_STEPS, RUNNING, STALLED
+from .mgd import _record_losses
+from .status import DIVERGED, RUNNING
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -291,56 +286,6 @@ def _initial_step(gf, Y0, F0, rtol, atol, t_max):
     return min(max(h, 10.0 * H_MIN_REL), t_max)
 
 
-@njit(**LEAF_JIT_OPTIONS)
-def _at_rounding_floor(X, y, theta, loss, x_max, y_max):
-    """Whether ``loss`` is at most FLOOR_FACTOR times :func:`.mgd._loss_rounding_scale` at θ (``x_max``, ``y_max``:
-    the largest |X| and |y|, which bound that scale by ½(ε(x_max‖θ‖₁ + y_max))² and spare its O(nd) pass while
-    the loss is far above it)."""
-    if not np.isfinite(loss):  # (an overflowed loss is not at a floor, whatever its scale)
-        return False
-    l1 = 0.0
-    for j in range(theta.shape[0]):
-        l1 += abs(theta[j])
-    bound = 2.220446049250313e-16 * (x_max * l1 + y_max)
-    if loss > FLOOR_FACTOR * 0.5 * bound * bound:
-        return False
-    return loss <= FLOOR_FACTOR * _loss_rounding_scale(X, y, theta)
-
-
-@njit(**LEAF_JIT_OPTIONS)
-def _stalled(X, y, theta, loss, x_max, y_max, sstate, point):
-    """The stall rule at the accepted point number ``point`` (1 + the steps before it) with train loss ``loss`` at
-    θ (:func:`_rodas_advance`'s docstring): counts it in ``sstate`` (once, however many calls see the point) and
-    returns whether the run has stalled."""
-    if sstate[FLOOR_POINT] != point:  # (a later call sees the same point again: counted once)
-        sstate[FLOOR_POINT] = point
-        if _at_rounding_floor(X, y, theta, loss, x_max, y_max):
-            if sstate[FLOOR_COUNT] == 0.0 or loss < FLOOR_GAIN * sstate[FLOOR_REF]:
-                sstate[FLOOR_COUNT] = 1.0
-                sstate[FLOOR_REF] = loss
-            else:
-                sstate[FLOOR_COUNT] += 1.0
-        else:
-            sstate[FLOOR_COUNT] = 0.0
-    return sstate[FLOOR_COUNT] > FLOOR_STEPS
-
-
-@njit(**LEAF_JIT_OPTIONS)
-def _stop_status(X, y, Y, theta, tol, x_max, y_max, sstate, point):
-    """The stopping rule at the accepted point number ``point`` whose w± are the rows ``W_PLUS``, ``W_MINUS`` of ``Y``:
-    ``CONVERGED`` (train loss ``<= tol``), ``STALLED`` (:func:`_stalled`) or ``RUNNING``; θ is left in ``theta``."""
-    for i in range(theta.shape[0]):
-        wp = Y[W_PLUS, i]
-        wm = Y[W_MINUS, i]
-        theta[i] = (wp * wp - wm * wm) * 0.25
-    loss = _half_mean_square_residual(X, y, theta)
-    if loss <= tol:
-        return CONVERGED
-    if _stalled(X, y, theta, loss, x_max, y_max, sstate, point):
-        return STALLED
-    return RUNNING
-
-
 @njit(**JIT_OPTIONS)
 def _valid_for_j(istate):
     """The coordinates whose J±, K± still integrate, as two new boolean arrays (``valid_p``, ``valid_m``): those whose
@@ -354,18 +299,6 @@ def _valid_for_j(istate):
         valid_p[i] = istate[CROSS_PLUS, i] == 0
         valid_m[i] = istate[CROSS_MINUS, i] == 0
     return valid_p, valid_m
-
-
-@njit(**LEAF_JIT_OPTIONS)
-def _data_bounds(X, y):
-    """The largest |X| and |y| (the bounds of :func:`_at_rounding_floor`'s cheap test)."""
-    x_max = 0.0
-    y_max = 0.0
-    for m in range(X.shape[0]):
-        y_max = max(y_max, abs(y[m]))
-        for j in range(X.shape[1]):
-            x_max = max(x_max, abs(X[m, j]))
-    return x_max, y_max
 
 
 @njit(**JIT_OPTIONS)
@@ -393,13 +326,7 @@ def _rodas_advance(
     stepping), ``MAX_STEPS`` (t = t_max), ``DIVERGED`` (the step size underflowed; the state is
     the last accepted point and ``sstate[FAILED] = 1``) or ``STALLED``.
 
-    The stall rule (runs with a ``tol``): a loss at float64's rounding floor (at most FLOOR_FACTOR times
-    :func:`.mgd._loss_rounding_scale`) no longer measures progress, and at the floor the controller's error
-    estimate is rounding noise that keeps the step size bounded (about 1e6 on the paper's problem), so a tol
-    below the floor with a large t_max took the whole budget of 1e8 steps (half an hour). A run whose loss
-    stays at the floor for FLOOR_STEPS accepted points in a row, without falling under FLOOR_GAIN times the loss
-    where that count started, ends ``STALLED`` at its last point. The count is solver state (``sstate``), so
-    chunks and resumes do not change where a run stalls; a run that reaches its tol never meets the rule.
+    The stopping rule, its order and the stall rule (runs with a ``tol``) are :mod:`.flow_stop`'s.
     """
     n = X.shape[0]
     d = fstate.shape[1]
@@ -492,15 +419,8 @@ def _rodas_advance(
             full = record_cursor[0] - record_offset >= capacity
         if full:
             break
-        if t >= t_max:
-            status = MAX_STEPS
-            break
-        if tol >= 0.0:
-            stop = _stop_status(X, y, Y0, theta, tol, x_max, y_max, sstate, counters[STEPS_DONE] + 1.0)
-            if stop != RUNNING:
-                status = stop
-                break
-        if taken >= n_steps:
+        stop, status = _stop_before_step(X, y, Y0, theta, tol, x_max, y_max, t_max, sstate, counters, taken, n_steps)
+        if stop:
             break
         h = sstate[H_NEXT]
         if h == 0.0:

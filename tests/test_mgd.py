@@ -479,6 +479,7 @@ def test_the_adaptive_schemes_step_functions_count_no_references():
         flow_rodas,
         flow_rodas_gf,
         flow_rodas_run,
+        flow_stop,
         small_linalg,
     )
     from dlnmomentum.kernels import mgd as K
@@ -487,7 +488,7 @@ def test_the_adaptive_schemes_step_functions_count_no_references():
               flow_rodas_gf._attempt_mirror, flow_rodas_gf._error_norm_mirror, flow_ndf._vector_field,
               flow_ndf._rms, flow_ndf._change_D, flow_ndf._set_rows, flow_rodas_run._dense_ends,
               flow_rodas_run._dense_slopes, flow_rodas_run._dense_owed, flow_rodas_run._any_may_cross,
-              flow_rodas_run._crossings, flow_rodas_run._stop_status, small_linalg._cholesky,
+              flow_rodas_run._crossings, flow_stop._stop_status, flow_stop._stop_before_step, small_linalg._cholesky,
               small_linalg._cholesky_solve, K._axpy_columns, flow_dop853._attempt_explicit,
               flow_dop853._error_norm_explicit, flow_dop853._dense_explicit, flow_dop853._stiff,
               dense_output._dense_eval, dense_output._dense_root):

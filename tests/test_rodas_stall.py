@@ -16,6 +16,7 @@ import dlnmomentum.store as S
 from dlnmomentum.driver import drive
 from dlnmomentum.kernels import flow_dop853 as KX
 from dlnmomentum.kernels import flow_rodas as KR
+from dlnmomentum.kernels import flow_stop as KS
 from dlnmomentum.kernels.mgd import _loss_rounding_scale
 from dlnmomentum.runs.flow_adaptive import prepare_flow_run
 
@@ -54,11 +55,11 @@ def test_a_tol_below_the_floor_stalls_there_in_about_a_hundred_steps(problem, la
     assert "rounding floor" in res.message
     loss = _loss(problem, res.theta)
     assert loss == pytest.approx(res.train_loss, rel=1e-6, abs=1e-33)
-    assert 1e-40 < loss <= KR.FLOOR_FACTOR * _rounding_scale(problem, res.theta)
+    assert 1e-40 < loss <= KS.FLOOR_FACTOR * _rounding_scale(problem, res.theta)
     # it reached train loss 1e-20 first, as the run with that tol does, and stopped soon after
     reach = dm.gf(problem, t_max=1e7, tol=1e-20) if lam == 0 else dm.mgf(problem, lam, t_max=1e7, tol=1e-20)
     assert reach.status == dm.Status.CONVERGED
-    assert reach.steps_done + KR.FLOOR_STEPS < res.steps_done < reach.steps_done + 10 * KR.FLOOR_STEPS
+    assert reach.steps_done + KS.FLOOR_STEPS < res.steps_done < reach.steps_done + 10 * KS.FLOOR_STEPS
     assert res.t_done < 1e10
     # the stalled state is the limit as far as float64 tells: where the run to 1e-20 ended, to its accuracy
     assert np.abs(res.theta - reach.theta).max() < 1e-8
