@@ -12,7 +12,6 @@ from :mod:`.interpolators`.
 from dataclasses import dataclass, replace
 
 import numpy as np
-import scipy.linalg
 
 from ..validate import as_bool, as_design, as_float, as_int, as_real_vector
 from ._float64 import EPS, norm2
@@ -81,6 +80,8 @@ def _newton_direction(X, weights, rhs):
     In floating point the Cholesky factor drops the directions carried only by weights below ~eps·max(w),
     a useful implicit regularisation of the dual Newton steps when Δ is tiny.
     """
+    import scipy.linalg  # (here: `import dlnmomentum` and the command line start without SciPy)
+
     jac = (X * weights) @ X.T
     try:
         factor = scipy.linalg.cho_factor(jac, lower=True, check_finite=False)
@@ -98,6 +99,8 @@ def _primal_correction(X, weights, rhs):
     With B = W^{1/2} Xᵀ = QR (Householder, rows sorted by decreasing weight so that strongly graded
     weights are resolved), dθ = W^{1/2} Q R⁻ᵀ rhs and p = R⁻¹ R⁻ᵀ rhs.  Returns None if R is singular.
     """
+    import scipy.linalg
+
     order = np.argsort(-weights, kind="stable")
     root = np.sqrt(weights[order])
     q, r = scipy.linalg.qr(X.T[order] * root[:, None], mode="economic", check_finite=False)

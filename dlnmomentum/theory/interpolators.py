@@ -11,7 +11,6 @@
 """
 
 import numpy as np
-import scipy.optimize
 
 from ..validate import as_design
 from ._float64 import EPS, norm2
@@ -77,6 +76,8 @@ def min_l1_interpolator(X, y):
     _, j = np.frexp(float(np.max(np.abs(X))))
     if max(abs(int(k)), abs(int(j))) <= _LP_PLAIN:
         k = j = 0
+    import scipy.optimize  # (here: `import dlnmomentum` and the command line start without SciPy)
+
     res = scipy.optimize.linprog(np.ones(2 * d), A_eq=np.hstack([np.ldexp(X, -j), -np.ldexp(X, -j)]),
                                  b_eq=np.ldexp(y, -k), bounds=[(0, None)] * (2 * d), method="highs")
     if res.status != 0:
