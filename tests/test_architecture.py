@@ -195,9 +195,7 @@ def test_figures_load_on_first_use_as_the_messages_write_them():
               "assert callable(dm.figures.open_figure)\n"
               "try:\n    dm.no_such_name\nexcept AttributeError as exc:\n    assert 'no_such_name' in str(exc)\n"
               "else:\n    raise SystemExit('no AttributeError')\n")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
-    assert out.returncode == 0, out.stderr
+    _run_in_a_fresh_interpreter(script)
 
 
 def test_import_and_the_command_line_start_without_scipy_solvers():
@@ -214,6 +212,11 @@ def test_import_and_the_command_line_start_without_scipy_solvers():
               "r = dm.theory.implicit_bias(p.X, p.y, np.full(p.d, 1e-4))\n"
               "assert r.converged and np.allclose(p.X @ r.theta, p.y, atol=1e-10), r.kkt_residual\n"
               "assert stiffness_estimate(p, np.full(p.d, 0.01), np.zeros(p.d)) > 0.0\n")
+    _run_in_a_fresh_interpreter(script)
+
+
+def _run_in_a_fresh_interpreter(script):
+    """Run ``script`` in a new Python with this checkout first on its path; fails the test with its stderr."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
