@@ -14,7 +14,7 @@ import dlnmomentum as dm
 from dlnmomentum.cli import main
 from dlnmomentum.driver import drive
 from dlnmomentum.kernels import flow_ndf as KN
-from dlnmomentum.runs.flow_adaptive import prepare_flow_run
+from dlnmomentum.runs.flow_adaptive import CHUNK_STEPS, adaptive_chunk_steps, prepare_flow_run
 
 
 def _mirror_reference(problem, t_eval, alpha=0.01):
@@ -193,6 +193,21 @@ def test_chunks_and_record_blocks_change_no_bit_nor_count(problem, record):
         for name, arr in base.trajectory.fields().items():
             assert np.array_equal(res.trajectory.fields()[name], arr, equal_nan=True), (name, chunk, rows)
         assert (res.rhs_evaluations, res.factorizations) == (base.rhs_evaluations, base.factorizations)
+
+
+def test_chunks_hold_a_bounded_work_per_scheme():
+    """A chunk is about CHUNK_WORK multiply-adds of its own scheme's step (the NDF's is the cheaper, so its chunk
+    is the longer), never none and never over the scheme's cap; the run takes its scheme's."""
+    for n, d in ((20, 30), (100, 200), (100, 1000), (50, 3000)):
+        steps = {s: adaptive_chunk_steps(n, d, s) for s in CHUNK_STEPS}
+        for scheme, k in steps.items():
+            assert 1 <= k <= CHUNK_STEPS[scheme], (scheme, n, d, k)
+        assert steps["ndf"] >= steps["rodas"], (n, d, steps)
+    assert adaptive_chunk_steps(100, 200, "ndf") > 5 * adaptive_chunk_steps(100, 200, "rodas")
+    problem = dm.sparse_regression(n=12, d=16, s=3, seed=0)
+    for scheme in CHUNK_STEPS:
+        run = prepare_flow_run(problem, 0.0, t_max=10.0, scheme=scheme)
+        assert run.chunk_steps == adaptive_chunk_steps(12, 16, scheme)
 
 
 def test_a_gradient_flow_sweep_point_is_its_single_run():

@@ -58,19 +58,30 @@ from .stepping import (
 
 #: Rows of one record block of an adaptive run (the kernel returns early when a block is full).
 RECORD_BLOCK_ROWS = 4096
-#: Accepted steps per chunk at most (a step costs ~10-30 µs at d = 30: a chunk is well under a second).
-CHUNK_STEPS = 2000
+#: Work of one chunk in the multiply-adds counted by :func:`adaptive_chunk_steps`: about 0.1 s, as measured at
+#: d = 200, n = 100 (a Rodas5P step, 9.0e6 of them, 357 µs; an NDF step, 1.3e6, 55 µs: both ~25 per ns).
+CHUNK_WORK = 2.5e9
+#: Accepted steps per chunk at most, per scheme: a Rodas5P step costs ~10-30 µs at d = 30, an NDF step ~3 µs
+#: (about two right-hand sides and a factorisation every 10-20 steps), so a chunk is tens of milliseconds in
+#: either, and the NDF's gradient flow to train loss 1e-20 on the paper's problem (2 033 steps) is one chunk.
+CHUNK_STEPS = {"rodas": 2000, "ndf": 8000}
 
 
-def adaptive_chunk_steps(n, d):
-    """Accepted steps per chunk: about 0.1 s of work, at most :data:`CHUNK_STEPS`.
+def adaptive_chunk_steps(n, d, scheme="rodas"):
+    """Accepted steps per chunk of ``scheme``: :data:`CHUNK_WORK` (about 0.1 s), at most ``CHUNK_STEPS[scheme]``.
 
-    A step costs about d³ (its factorisation) + 16d² (eight stage solves) + 16nd (eight right-hand sides)
-    multiply-adds, so a fixed count would make a chunk take seconds at d in the hundreds (d = 200: ~1.3 ms a
-    step), and a Ctrl-C or a scheduler's SIGTERM waits for the chunk to end. The chunk length changes no bit.
+    A Rodas5P step costs about d³ (its factorisation) + 16d² (eight stage solves) + 16nd (eight right-hand
+    sides) multiply-adds; an NDF step about two right-hand sides and Newton solves in the mirror coordinate
+    (8nd + 4d²) and an eighth of a factorisation (129 in 2 033 steps on the paper's problem). A fixed count
+    would make a chunk take seconds at d in the thousands, and a Ctrl-C or a scheduler's SIGTERM waits for the
+    chunk to end; a chunk of a few milliseconds, in turn, pays the Python between chunks (signals, progress,
+    the kernel's dispatch) every few milliseconds. The chunk length changes no bit.
     """
-    cost = float(d) ** 3 + 16.0 * d * d + 16.0 * n * d
-    return int(min(CHUNK_STEPS, max(1.0, 1e8 // cost)))  # (a step at d = 1000 is most of a second by itself)
+    if scheme == "ndf":
+        cost = float(d) ** 3 / 8.0 + 4.0 * d * d + 8.0 * n * d
+    else:
+        cost = float(d) ** 3 + 16.0 * d * d + 16.0 * n * d
+    return int(min(CHUNK_STEPS[scheme], max(1.0, CHUNK_WORK // cost)))  # (d = 2000: one Rodas5P step a chunk)
 
 
 class AdaptiveFlowRun(FlowRun):
@@ -101,7 +112,7 @@ class AdaptiveFlowRun(FlowRun):
             self.dense = np.zeros((KD.N_DENSE_ROWS, 4, d))
         self.schedule = (np.zeros(0, dtype=np.float64) if schedule is None
                          else np.asarray(schedule, dtype=np.float64))
-        self.chunk_steps = adaptive_chunk_steps(problem.n, d)
+        self.chunk_steps = adaptive_chunk_steps(problem.n, d, config.scheme)
         # the initial weights, which gradient flow's mirror coordinate P maps to w± = w±(0)e^{∓P}
         self.w_init = np.ascontiguousarray(np.stack([self.w_plus0, self.w_minus0]), dtype=np.float64)
         self.arrays = (np.ascontiguousarray(problem.X), np.ascontiguousarray(problem.XT),
