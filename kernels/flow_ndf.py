@@ -93,6 +93,7 @@ from .flow_rodas import (
 )
 from .flow_rodas_gf import MIRROR_G2, MIRROR_P, N_MIRROR_ROWS, _factor_mirror, _solve_p_rows, _weights
 from .flow_rodas_run import _mirror_point, _record_mirror, _valid_for_j
+from .flow_schedule import BLOCK_FULL, _initial_point_owed, _no_row_for_next_step, _owed_row, _step_of_record
 from .flow_stop import _data_bounds, _stop_before_step
 from .status import DIVERGED, RUNNING
 
@@ -325,7 +326,6 @@ def _ndf_advance(
     scale_p = scale[MIRROR_P]
     # (gradient flow never crosses zero: the coordinates valid for J± are those of the state, fixed for the call)
     valid_p, valid_m = _valid_for_j(istate)
-    n_record = record_times.shape[0]
     capacity = rec_step.shape[0]
     x_max, y_max = _data_bounds(X, y) if tol >= 0.0 else (0.0, 0.0)
     if sstate[H_NEXT] == 0.0:  # a fresh run: the difference array of order 1 at the initial point
@@ -372,28 +372,24 @@ def _ndf_advance(
     while True:
         t = sstate[T_NOW]
         # records owed up to the current point, from the last step's interpolating polynomial
-        full = False
-        while record_cursor[0] < n_record and record_times[record_cursor[0]] <= t:
-            row = record_cursor[0] - record_offset
-            if row >= capacity:
-                full = True
-                break
+        row = _owed_row(record_times, record_cursor, record_offset, capacity, t)
+        while row >= 0:
             tr = record_times[record_cursor[0]]
-            hl = sstate[H_LAST]
-            inside = hl > 0.0 and tr < t
-            steps_before = counters[STEPS_DONE] - (1 if inside else 0)
             _dense_p(D, order, t, h, tr, Z[MIRROR_P])
-            _record_mirror(X, y, XT, H, b, mode, w_init, X_test, y_test, Z[MIRROR_P], steps_before, tr, row, theta, g,
-                           resid, wp, wm, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
+            _record_mirror(X, y, XT, H, b, mode, w_init, X_test, y_test, Z[MIRROR_P],
+                           _step_of_record(counters[STEPS_DONE], sstate[H_LAST], tr, t), tr, row, theta, g, resid, wp,
+                           wm, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
             record_cursor[0] += 1
-        if record_steps and not full:
-            if counters[STEPS_DONE] == 0 and record_cursor[0] == 0 and record_offset < capacity:
+            row = _owed_row(record_times, record_cursor, record_offset, capacity, t)
+        if row == BLOCK_FULL:
+            break
+        if record_steps:
+            if _initial_point_owed(counters[STEPS_DONE], record_cursor, record_offset, capacity):
                 _record_mirror(X, y, XT, H, b, mode, w_init, X_test, y_test, D[0, MIRROR_P], 0, t, -record_offset,
                                theta, g, resid, wp, wm, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
                 record_cursor[0] += 1
-            full = record_cursor[0] - record_offset >= capacity
-        if full:
-            break
+            if _no_row_for_next_step(record_cursor, record_offset, capacity):
+                break
         stop, status = _stop_before_step(X, y, fstate, theta, tol, x_max, y_max, t_max, sstate, counters, taken,
                                          n_steps)
         if stop:

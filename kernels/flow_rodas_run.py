@@ -95,6 +95,7 @@ from .flow_rodas_gf import (
     _weights,
     _workspace_mirror,
 )
+from .flow_schedule import BLOCK_FULL, _initial_point_owed, _no_row_for_next_step, _owed_row, _step_of_record
 from .flow_stop import _data_bounds, _stop_before_step
 from .layout import REC_DELTA, REC_THETA, REC_W_MINUS, REC_W_PLUS
 from .mgd import _record_losses
@@ -326,7 +327,8 @@ def _rodas_advance(
     stepping), ``MAX_STEPS`` (t = t_max), ``DIVERGED`` (the step size underflowed; the state is
     the last accepted point and ``sstate[FAILED] = 1``) or ``STALLED``.
 
-    The stopping rule, its order and the stall rule (runs with a ``tol``) are :mod:`.flow_stop`'s.
+    The stopping rule, its order and the stall rule (runs with a ``tol``) are :mod:`.flow_stop`'s; which record is
+    owed, its row and its step number, :mod:`.flow_schedule`'s.
     """
     n = X.shape[0]
     d = fstate.shape[1]
@@ -367,7 +369,6 @@ def _rodas_advance(
         for i in range(d):
             Y0[r, i] = fstate[r, i]
             Y1[r, i] = fstate[r, i]  # (rows a step leaves alone, as J± of a crossed coordinate, stay)
-    n_record = record_times.shape[0]
     capacity = rec_step.shape[0]
     x_max, y_max = _data_bounds(X, y) if tol >= 0.0 else (0.0, 0.0)  # (bounds of the stall rule's cheap test)
     if gf:
@@ -392,12 +393,8 @@ def _rodas_advance(
     while True:
         t = sstate[T_NOW]
         # records owed up to the current point, from the last step's dense output
-        full = False
-        while record_cursor[0] < n_record and record_times[record_cursor[0]] <= t:
-            row = record_cursor[0] - record_offset
-            if row >= capacity:
-                full = True
-                break
+        row = _owed_row(record_times, record_cursor, record_offset, capacity, t)
+        while row >= 0:
             if dense_owed:
                 _dense_owed(gf, last_explicit, problem, inv_lam, sstate[H_LAST], Y1, F0, valid_p, valid_m, ws, Kacc,
                             Kz_acc, (Y1f, F0f, Kaccf), dense)
@@ -405,20 +402,20 @@ def _rodas_advance(
             tr = record_times[record_cursor[0]]
             hl = sstate[H_LAST]
             s = 1.0 if hl == 0.0 else min(max((tr - sstate[T_LAST]) / hl, 0.0), 1.0)
-            steps_before = counters[STEPS_DONE] - (1 if (hl > 0.0 and s < 1.0) else 0)
-            _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s, steps_before, tr, row, theta, g_tmp,
-                    resid, wp_buf, wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
+            _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s,
+                    _step_of_record(counters[STEPS_DONE], hl, tr, t), tr, row, theta, g_tmp, resid, wp_buf, wm_buf,
+                    rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
             record_cursor[0] += 1
-        if record_steps and not full:
-            # the initial point (a fresh run), then the point of every accepted step (written after it)
-            if counters[STEPS_DONE] == 0 and record_cursor[0] == 0 and record_offset < capacity:
+            row = _owed_row(record_times, record_cursor, record_offset, capacity, t)
+        if row == BLOCK_FULL:
+            break
+        if record_steps:
+            if _initial_point_owed(counters[STEPS_DONE], record_cursor, record_offset, capacity):
                 _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, 1.0, 0, t, -record_offset, theta,
                         g_tmp, resid, wp_buf, wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
                 record_cursor[0] += 1
-            # no row for the initial point or for the next step's: the caller gives a new block
-            full = record_cursor[0] - record_offset >= capacity
-        if full:
-            break
+            if _no_row_for_next_step(record_cursor, record_offset, capacity):
+                break
         stop, status = _stop_before_step(X, y, Y0, theta, tol, x_max, y_max, t_max, sstate, counters, taken, n_steps)
         if stop:
             break
