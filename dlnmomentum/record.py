@@ -138,7 +138,8 @@ class Record:
         """Sorted unique float64 record times in ``[0, t_max]``, for an adaptive flow (no grid).
 
         ``every``: ``0, every, 2·every, ...`` and ``t_max``; ``log``: about ``log`` log-spaced times from
-        ``min(FIRST_LOG_TIME, t_max)`` to ``t_max``; ``times``: as given. ``0`` and ``t_max`` are always
+        ``FIRST_LOG_TIME`` to ``t_max`` (a ``t_max`` at most ``FIRST_LOG_TIME``: over the two decades below it);
+        ``times``: as given. ``0`` and ``t_max`` are always
         included. ``steps=`` counts grid steps, which an adaptive run does not have (refused).
         """
         t_max = float(t_max)
@@ -157,7 +158,9 @@ class Record:
         elif self.log is not None:
             if self.log > MAX_RECORD_ROWS:
                 raise ParameterValueError(f"log must be at most {MAX_RECORD_ROWS:.0e}, got {self.log}", "log")
-            out = np.geomspace(min(FIRST_LOG_TIME, t_max), t_max, self.log)
+            # (from t_max itself, geomspace gave `log` copies of t_max, some an ulp below it: near-duplicate rows)
+            start = FIRST_LOG_TIME if t_max > FIRST_LOG_TIME else t_max / 100.0
+            out = np.geomspace(start, t_max, self.log) if t_max > 0.0 else np.zeros(0)
         else:
             out = np.asarray(self.times, dtype=np.float64)
             if out.size and out.max() > t_max:

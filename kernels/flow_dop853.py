@@ -12,8 +12,10 @@ run's error along the way is made. Once the momentum modes have decayed, the flo
 curvature, and Rodas5P's steps grow far beyond any explicit method's stability limit. So a run of MGF starts with
 DOP853 and switches, once and for good, to Rodas5P (:func:`.flow_rodas_run._rodas_advance` holds both).
 **DOP853** (Hairer, Nørsett & Wanner, *Solving ODEs I*, 2nd ed., II.10; the coefficients of Hairer's ``dop853.f``)
-has order 8 with embedded estimates of orders 5 and 3 and a dense output of order 7, so its crossings and records
-are as accurate as its steps.
+has order 8 with embedded estimates of orders 5 and 3 and a dense output of order 7. On a fast decaying mode that
+dense output is poor well inside the stability region (at h·ρ = 4.4, 0.17 of the mode's amplitude mid-step), so
+its steps are capped at h·ρ̂ ≤ ``DENSE_H_RHO`` (below), where records and crossings between steps keep the
+accuracy of their ends.
 
 Method (coefficients as data: ``DOP_C``, ``DOP_A``, ``DOP_B``, ``DOP_E5``, ``DOP_E3``, ``DOP_D``)
 -----------------------------------------------------------------------------------------------
@@ -41,13 +43,15 @@ explicit steps do not run into their stability limit before Rodas5P's outgrow th
 100-300 costs least). So the rule compares what each method would do next: every ``TRIAL_EVERY`` explicit steps, one
 Rodas5P step is attempted at the explicit controller's step size ``h``. If it is accepted it is the run's next step;
 if the step Rodas5P's controller then proposes exceeds ``h / COST_RATIO`` (``COST_RATIO``: a DOP853 step over a
-Rodas5P step), the run goes on by Rodas5P for good, else by DOP853 at ``h``. Hairer's test (``dop853.f``'s
-threshold 6.1, :func:`_stiff`) stays as a second rule, for a flow stiff from the start (small λ), where the explicit
-steps sit at their stability limit and the trials alone did not switch (measured at λ = 1e-5: no switch in 2.5e7
-explicit steps, the first version of this rule). The phase, the steps
+Rodas5P step), the run goes on by Rodas5P for good, else by DOP853 at ``h``. Hairer's test (:func:`_stiff`) stays
+as a second rule, for a flow stiff from the start (small λ), where the explicit steps sit at their limit and the
+trials alone did not switch (measured at λ = 1e-5: no switch in 2.5e7 explicit steps, the first version of this
+rule); its limit is the dense output's cap ``DENSE_H_RHO``, not ``dop853.f``'s stability boundary 6.1 (the capped
+steps never reach it), and a λ whose fast mode DOP853 cannot step at all is Rodas5P's from the start
+(:func:`_explicit_hopeless`). The phase, the steps
 since the last trial and the stiffness counts are solver state (``sstate``), so chunks and resumes change no bit.
-On the paper's problem the switch comes after 310-380 explicit steps at λ = 0.05-2 (t ≈ 26 at λ = 0.05, 190 at
-λ = 1) and after 26 at λ ≤ 1e-3.
+On the paper's problem the switch comes after 280-385 explicit steps at λ = 0.05-2 (t ≈ 26 at λ = 0.05, 88 at
+λ = 0.5, 190 at λ = 1) and after 26 at λ ≤ 1e-3.
 """
 
 import numpy as np
@@ -55,7 +59,7 @@ from numba import njit
 
 from .config import INLINE_JIT_OPTIONS, LEAF_JIT_OPTIONS
 from .dense_output import DENSE_STATE_ROWS
-from .flow_rodas import N_RHS, N_SSTATE, _error_sums, _rhs
+from .flow_rodas import H_MIN_REL, N_RHS, N_SSTATE, _error_sums, _rhs
 
 #: Nodes c_i of the twelve stages of the step and the three of the dense output (0-based).
 DOP_C = np.array([
@@ -170,16 +174,38 @@ N_RODAS_SSTATE = N_SSTATE + 4
 # -- the switch to Rodas5P (the policy) ------------------------------------------------------------
 #: Explicit steps between two trials of a Rodas5P step.
 TRIAL_EVERY = 25
-#: Hairer's stiffness test (``dop853.f``: h·ρ̂ beyond DOP853's stability boundary on the negative axis, about 6.1,
-#: in STIFF_COUNT accepted steps, not interrupted by NONSTIFF_COUNT in a row without): where the explicit steps are
-#: held at their stability limit (a stiff flow from the start, small λ) it switches whatever the trials say.
-STIFF_H_RHO = 6.1
+#: DOP853's stability boundary on the negative real axis, in h·ρ (ρ the Jacobian's spectral radius; ``dop853.f``'s
+#: stiffness threshold).
+STABLE_H_RHO = 6.1
+#: DOP853's next step is at most DENSE_H_RHO/ρ̂ (:func:`_rho_hat`), where its dense output stays accurate on the fast
+#: mode. On a decaying mode y' = zy the continuous extension errs by 1.5e-4 of the mode's amplitude at hz = -2,
+#: 3.0e-3 at -3 and 0.17 at -4.4, its step's end by 5.1e-6, 1.0e-4 and 0.015 (closed forms of the tableau:
+#: tests/test_explicit_start.py). Uncapped, at λ = 0.003-0.02 DOP853 stepped at h/λ ≈ 4-5 (its stability boundary
+#: allows it), and records between its steps erred by up to 1.2e-8 in θ (λ = 0.003) and 6.4e-8 in w₊ (λ = 0.02)
+#: where its steps' ends were within 3e-10 and 6e-10; capped, 1.5e-10 and 2.2e-9 (SciPy's DOP853 at rtol 1e-13).
+DENSE_H_RHO = 3.0
+#: Hairer's stiffness test on that cap: STIFF_COUNT accepted steps with h·ρ̂ > STIFF_H_RHO (held at the cap), not
+#: interrupted by NONSTIFF_COUNT in a row without, switch to Rodas5P whatever the trials say (a flow stiff from the
+#: start, small λ). (``dop853.f`` tests h·ρ̂ against the stability boundary, which the capped steps never reach.)
+STIFF_H_RHO = 2.7
 STIFF_COUNT = 15
 NONSTIFF_COUNT = 6
+#: DOP853's stable steps on the fast mode -1/λ are about STABLE_H_RHO·λ; where that is under EXPLICIT_FLOOR times the
+#: smallest step the run takes (H_MIN_REL·max(t, 1)) the run goes on by Rodas5P before its next step
+#: (:func:`_explicit_hopeless`): at λ ≤ 1e-14 its rejected explicit attempts fell under that step and ended the run
+#: "diverged" at t = 0 (an L-stable Rodas5P run from the start converges there in 955 steps).
+EXPLICIT_FLOOR = 10.0
 #: The cost of a DOP853 step over that of a Rodas5P step on the paper's problem (0.47-0.57 measured in one process,
 #: benchmarks/experiment_nonstiff_start.py, AMD EPYC): Rodas5P takes over when its next step is longer than the
 #: explicit one by more than 1/COST_RATIO.
 COST_RATIO = 0.55
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _explicit_hopeless(lam, t):
+    """Whether DOP853 cannot step at t: its stable steps, about ``STABLE_H_RHO·λ``, are under ``EXPLICIT_FLOOR``
+    times the smallest step the run takes (at λ below about 1.6e-13 from the start)."""
+    return STABLE_H_RHO * lam < EXPLICIT_FLOOR * H_MIN_REL * max(t, 1.0)
 
 
 @njit(**INLINE_JIT_OPTIONS)
@@ -309,11 +335,10 @@ def _dense_explicit(X, XT, y, H, b, mode, inv_lam, h, Ys, F1, valid_p, valid_m, 
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def _stiff(h, Y1, U, F1, K, sstate):
-    """Hairer's stiffness test after an accepted DOP853 step of size ``h`` to ``Y1`` (``F1 = f(Y1)``): ρ̂ =
-    ‖f(y₁) − k₁₂‖ / ‖y₁ − u₁₂‖ over the rows w±, ẇ± (u₁₂, the last stage's point, has c = 1: ``U`` after the attempt),
-    the counts in ``sstate``. True when the flow is stiff for DOP853 (``STIFF_COUNT`` steps with h·ρ̂ >
-    ``STIFF_H_RHO``)."""
+def _rho_hat(Y1, U, F1, K):
+    """Hairer's estimate of the Jacobian's spectral radius after an accepted DOP853 step to ``Y1`` (``F1`` = f at
+    it): ρ̂ = ‖f(y₁) − k₁₂‖ / ‖y₁ − u₁₂‖ over the rows w±, ẇ± (u₁₂, the last stage's point, has c = 1: ``U`` after
+    the attempt); 0 when the two points agree."""
     num = 0.0
     den = 0.0
     last = N_DOP_STAGES - 1
@@ -323,7 +348,14 @@ def _stiff(h, Y1, U, F1, K, sstate):
             b = Y1[r, i] - U[r, i]
             num += a * a
             den += b * b
-    if den > 0.0 and h * np.sqrt(num / den) > STIFF_H_RHO:
+    return np.sqrt(num / den) if den > 0.0 else 0.0
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _stiff(h_rho, sstate):
+    """Hairer's stiffness test after an accepted DOP853 step with h·ρ̂ = ``h_rho`` (:func:`_rho_hat`), the counts in
+    ``sstate``. True when the flow is stiff for DOP853 (``STIFF_COUNT`` steps with h·ρ̂ > ``STIFF_H_RHO``)."""
+    if h_rho > STIFF_H_RHO:
         sstate[NONSTIFF_STEPS] = 0.0
         sstate[STIFF_STEPS] += 1.0
         return sstate[STIFF_STEPS] >= STIFF_COUNT

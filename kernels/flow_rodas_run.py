@@ -47,6 +47,7 @@ from .flow import (
 )
 from .flow_dop853 import (
     COST_RATIO,
+    DENSE_H_RHO,
     N_DOP_DENSE_STAGES,
     ORDER_EXPLICIT,
     PHASE,
@@ -55,6 +56,8 @@ from .flow_dop853 import (
     _attempt_explicit,
     _dense_explicit,
     _error_norm_explicit,
+    _explicit_hopeless,
+    _rho_hat,
     _stiff,
 )
 from .flow_rodas import (
@@ -422,7 +425,10 @@ def _rodas_advance(
         h = sstate[H_NEXT]
         if h == 0.0:
             h = _initial_step(gf, Y0, F0, rtol, atol, t_max)
-        # MGF starts by DOP853 and tries a Rodas5P step every TRIAL_EVERY of its steps (.flow_dop853: the switch)
+        # MGF starts by DOP853 and tries a Rodas5P step every TRIAL_EVERY of its steps (.flow_dop853: the switch);
+        # at a λ whose fast mode DOP853 cannot step stably (small λ), Rodas5P's from the start
+        if not gf and sstate[PHASE] == 0.0 and _explicit_hopeless(lam, t):
+            sstate[PHASE] = 1.0
         explicit = not gf and sstate[PHASE] == 0.0
         trial = explicit and sstate[SINCE_TRIAL] >= TRIAL_EVERY
         # one accepted step (with as many rejected attempts as it takes)
@@ -503,8 +509,12 @@ def _rodas_advance(
                 _dense_ends(Y0, Y1, DENSE_STATE_ROWS[k], dense, k)
             _rhs(X, XT, y, H, b, mode, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)
             counters[N_RHS] += 1
-            if by_dop and _stiff(h_used, Y1, ws[9], F1, Kacc, sstate):  # (ws[9]: the last stage's point)
-                sstate[PHASE] = 1.0
+            if by_dop:
+                rho = _rho_hat(Y1, ws[9], F1, Kacc)  # (ws[9]: the last stage's point)
+                if _stiff(h_used * rho, sstate):
+                    sstate[PHASE] = 1.0
+                elif h_next * rho > DENSE_H_RHO:
+                    h_next = DENSE_H_RHO / rho
             seen = counters[N_CROSSINGS]
             if _any_may_cross(Y0, Y1, F0, F1, h_used):  # (the crossings are located on the dense output)
                 _dense_owed(gf, last_explicit, problem, inv_lam, h_used, Y0, F1, valid_p, valid_m, ws, Kacc, Kz_acc,

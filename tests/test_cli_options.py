@@ -62,10 +62,18 @@ CASES = [
     (FLOW + ["--scheme", "rodas", "--max-steps", "0"], "--max-steps must be an integer in [1, "),
     (FLOW + ["--scheme", "rk4", "--rtol", "1e-5"], "--rtol is for the adaptive schemes"),
     (FLOW + ["--scheme", "rodas", "--h", "0.1"], "--h is for the fixed-grid schemes"),
-    (FLOW + ["--scheme", "rk4", "--record-accepted"], "Record(accepted=True) records the steps of an adaptive "
+    (FLOW + ["--scheme", "rk4", "--record-accepted"], "--record-accepted records the steps of an adaptive "
      "scheme ('rodas'), which --scheme rk4 rules out"),
-    (FLOW + ["--h", "0.1", "--record-accepted"], "Record(accepted=True) records the steps of an adaptive "
-     "scheme ('rodas'), which --h rules out; a flow on a grid records every step with Record(every=h)"),
+    (FLOW + ["--h", "0.1", "--record-accepted"], "--record-accepted records the steps of an adaptive "
+     "scheme ('rodas'), which --h rules out; a flow on a grid records every step with --record-every equal to --h"),
+    # (API names in these three: refine_start, rtol/atol, Record(every=...), block_size)
+    (FLOW + ["--scheme", "rodas", "--no-refine-start"], "--no-refine-start is for the fixed-grid schemes ('rk4', "
+     "'exp-rk4'); --scheme rodas chooses its own steps (set --rtol and --atol) and records at times (--record-every "
+     "or --record-log)"),
+    (FLOW + ["--scheme", "rk4", "--rtol", "1e-9"], "--rtol is for the adaptive schemes ('rodas'), which a fixed step "
+     "--h, a start refinement or Record(steps=...) rule out; got --scheme rk4"),
+    (["sweep", "--gammas", "0.01", "--betas", "0.5", "--steps", "10", "--block-size", "9"],
+     "--block-size must be a multiple of 8"),
     (FLOW + ["--record-every", "-1"], "--record-every must be in (0, inf)"),
     (FLOW + ["--scheme", "rodas", "--record-every", "1e-9"], "--record-every must be at least --t-max/1e+08"),
     (FLOW + ["--record-log", "0"], "--record-log must be an integer in [1, "),
@@ -73,6 +81,13 @@ CASES = [
     (FLOW + ["--checkpoint-every", "nan"], "--checkpoint-every must be finite"),
     (FLOW + ["--n", "0"], "--n must be an integer in [1, "),
     (["flow", "--gf", "--t-max", "-1"], "--t-max must be in (0, inf)"),
+    # negative numbers in every form float() reads (argparse took "-1e3" and "-inf" for options: "expected one
+    # argument", without the range)
+    (["flow", "--gf", "--t-max", "-1e3"], "--t-max must be in (0, inf), got -1000.0"),
+    (["flow", "--gf", "--t-max", "-INF"], "--t-max must be finite and in (0, inf), got -inf"),
+    (FLOW + ["--scheme", "rodas", "--rtol", "-1E-9"], "--rtol must be in [1e-15, 0.01], got -1e-09"),
+    (["flow", "--lam", "-1e-3", "--t-max", "10"], "--lam must be in [0, 1e+100], got -0.001"),
+    (["sweep", "--lams", "-1e-3,2", "--t-max", "5"], "--lams (entry 1) must be in [0, inf)"),
     # sweep
     (["sweep", "--gammas", "0.1", "--betas", "2", "--steps", "10"], "--betas (entry 1) must be in [0, 1), got 2.0"),
     (["sweep", "--gammas", "0.1,-1", "--betas", "0", "--steps", "10"], "--gammas (entry 2) must be in (0, inf)"),

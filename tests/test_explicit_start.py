@@ -148,6 +148,75 @@ def test_runs_start_by_dop853_and_switch_to_rodas5p_for_good(problem):
     assert explicit > 0 and lu <= explicit // KX.TRIAL_EVERY + 1, (explicit, lu)
 
 
+def _dense_on_a_decaying_mode(z):
+    """(max over s of |y(s) − e^{zs}|, |y₁ − e^z|): one DOP853 step of size 1 on y' = zy, y₀ = 1, and its dense
+    output, from the tableau (DOP_A, DOP_B, DOP_D) by plain NumPy."""
+    A, b, D = KX.DOP_A, KX.DOP_B, KX.DOP_D
+    k = np.zeros(KX.N_DOP_DENSE_STAGES)
+    for i in range(KX.N_DOP_DENSE_STAGES):
+        if i == KX.N_DOP_STAGES:
+            k[i] = z * (1.0 + b[:KX.N_DOP_STAGES] @ k[:KX.N_DOP_STAGES])
+        else:
+            k[i] = z * (1.0 + A[i, :i] @ k[:i])
+    y1 = 1.0 + b[:KX.N_DOP_STAGES] @ k[:KX.N_DOP_STAGES]
+    f0, f1, f2 = y1 - 1.0, k[0] - (y1 - 1.0), 2.0 * (y1 - 1.0) - (k[KX.N_DOP_STAGES] + k[0])
+    f3, f4, f5, f6 = D @ k
+    s = np.linspace(0.0, 1.0, 401)
+    ys = 1.0 + s * (f0 + (1 - s) * (f1 + s * (f2 + (1 - s) * (f3 + s * (f4 + (1 - s) * (f5 + s * f6))))))
+    return np.abs(ys - np.exp(z * s)).max(), abs(y1 - np.exp(z))
+
+
+def test_the_step_cap_is_where_the_dense_output_holds_on_a_fast_mode():
+    """Why DENSE_H_RHO: within the stability boundary (6.1) the dense output of a decaying mode degrades far faster
+    than the step's end; at the cap it errs by a few thousandths of the mode's amplitude, at h·ρ = 4.4 (where
+    uncapped steps ran at λ = 0.003) by a sixth."""
+    assert KX.STIFF_H_RHO < KX.DENSE_H_RHO < KX.STABLE_H_RHO
+    at_cap, end_at_cap = _dense_on_a_decaying_mode(-KX.DENSE_H_RHO)
+    beyond, end_beyond = _dense_on_a_decaying_mode(-4.4)
+    assert at_cap < 5e-3 and end_at_cap < 2e-4
+    assert beyond > 0.1 and end_beyond < 0.02
+    assert _dense_on_a_decaying_mode(-1.0)[0] < 1e-6  # (order 7: small steps are accurate)
+
+
+def test_records_between_explicit_steps_keep_their_accuracy_at_small_lambda(problem):
+    """λ = 0.003: DOP853 ran at h/λ ≈ 4-5, inside its stability region, and records between its steps erred by up
+    to 1.2e-8 in θ and 1.7e-8 in w₊ where its steps' ends were within 3e-10. Records at the midpoints of the
+    longest steps (in λ) up to t = 3, against SciPy's Radau at rtol 1e-13."""
+    lam = 0.003
+    acc = dm.mgf(problem, lam, t_max=3.0, scheme="rodas", record=dm.Record(accepted=True)).trajectory
+    h = np.diff(acc.time)
+    longest = np.sort(np.argsort(h)[-5:])
+    mids = (acc.time[longest] + acc.time[longest + 1]) / 2
+    assert h.max() / lam > 2.0  # (the steps are long against the fast mode)
+    res = dm.mgf(problem, lam, t_max=3.0, scheme="rodas", record=dm.Record(times=mids)).trajectory
+    d = problem.d
+    for t in mids:
+        row = np.flatnonzero(np.abs(res.time - t) <= 1e-12)[0]
+        w, _ = mgf_radau(problem.hessian, problem.b, lam, t, np.full(2 * d, 0.01), np.zeros(2 * d), rtol=1e-13,
+                         atol=1e-16, full=True)
+        assert np.abs(res.w_plus[row] - w[:d]).max() < 2e-9, t
+        assert np.abs(res.theta[row] - (w[:d] ** 2 - w[d:] ** 2) / 4).max() < 1e-9, t
+
+
+@pytest.mark.parametrize("lam", [5e-324, 1e-300, 1e-16, 1e-14])
+def test_a_fast_mode_dop853_cannot_step_is_rodas5ps_from_the_start(problem, lam):
+    """At λ ≤ 1e-14 DOP853's stable steps (about 6.1λ) are under the smallest step the run takes: its rejected
+    attempts ended the run "diverged" at t = 0 (the default call, ``scheme="auto"``). Rodas5P from the start reaches
+    gradient flow's limit: MGF(λ) is within O(λ) of it (Appendix C), so θ agrees to the scheme's accuracy."""
+    if lam < np.finfo(float).tiny:  # (a subnormal λ is refused by name, as every value under the smallest normal)
+        with pytest.raises(ValueError, match="lam"):
+            dm.mgf(problem, lam, t_max=1e7, tol=1e-20)
+        return
+    res, lu, explicit = _phase_counts(problem, lam, 1e7, tol=1e-20)
+    assert res.status_name == "converged", res.message
+    assert explicit == 0 and lu > 0, (explicit, lu)
+    default = dm.mgf(problem, lam, t_max=1e7, tol=1e-20)
+    assert default.config.scheme == "rodas" and np.array_equal(default.theta, res.theta)
+    gf = dm.gf(problem, t_max=1e7, tol=1e-20, scheme="rodas")
+    assert np.abs(res.theta - gf.theta).max() < 1e-9
+    assert abs(res.prediction_gap) < 1e-8
+
+
 @pytest.mark.parametrize("lam", [0.5, 1.0])
 def test_explicit_stretch_agrees_with_radau_along_the_way(problem, lam):
     """Records from DOP853's dense output (t ≤ 20, before any switch) within 1e-10 of Radau at rtol 1e-13."""

@@ -223,6 +223,16 @@ def test_record_schedules():
         dm.Record(log=0)
 
 
+@pytest.mark.parametrize("t_max", [1e-300, 0.005, 0.01, 0.02, 7.3, 2000.0, 3e5])
+def test_adaptive_log_schedules_are_distinct_log_spaced_times(t_max):
+    """A t_max at most FIRST_LOG_TIME (0.01) gave ``log`` copies of t_max, some an ulp below it: near-duplicate
+    rows and no point inside the run. Now distinct times, log-spaced (equal ratios) after 0, ending at t_max."""
+    times = dm.Record(log=12).time_schedule(t_max)
+    assert times[0] == 0.0 and times[-1] == t_max and len(times) == 13
+    ratios = times[2:] / times[1:-1]
+    assert np.all(ratios > 1.0) and np.allclose(ratios, ratios[0], rtol=1e-9)
+
+
 # -- stopping: tolerance, divergence, interruption -----------------------------------------------
 
 def test_tolerance_stops_at_first_iterate_below_tol(problem):

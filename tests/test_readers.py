@@ -100,6 +100,15 @@ def test_codes_have_names(stored):
     assert set(net.status_names.ravel()) == {"max_steps"}
     partial = dm.Sweep(live.dims, live.coords, live.data, np.zeros(live.shape, dtype=bool), live.config)
     assert set(partial.status_names.ravel()) == {"not_done"}
+    # names shorter than "not_done" (and a store's fill code -1, as text): the str array was cut to their width,
+    # "no" or "not_don"
+    for fill, short in ((-1, "stalled"), (dm.Status.STALLED, "stalled"), (dm.Status.RUNNING, "running")):
+        codes = np.full(live.shape, int(fill), dtype=np.int8)
+        codes.ravel()[0] = int(dm.Status[short.upper()])
+        done = np.zeros(live.shape, dtype=bool)
+        done.ravel()[0] = True
+        some = dm.Sweep(live.dims, live.coords, dict(live.data, status=codes), done, live.config)
+        assert some.status_names.ravel()[0] == short and set(some.status_names.ravel()[1:]) == {"not_done"}
 
 
 # -- one reader per kind of file --------------------------------------------------------------------------

@@ -7,6 +7,7 @@ module fails to import is an import error, never a missing command.
 
 import argparse
 import os
+import re
 import sys
 import warnings
 
@@ -19,9 +20,25 @@ from .common import EXIT_BROKEN_PIPE, EXIT_CODES_HELP, EXIT_ERROR, EXIT_INTERRUP
 COMMANDS = (run, flow, sweep, network, store, theory, figure)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, reading every negative number as a value: its own test (Python 3.11) takes ``-5`` and
+    ``-.5`` but not ``-1e3`` or ``-inf``, so ``--t-max -1e3`` failed with "expected one argument" instead of the
+    option's range. (The sub-commands' parsers are of this class too: ``add_subparsers`` makes its caller's.)"""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
+
+
+#: A negative number as the options read one (``float``: exponents, ``inf``, ``nan``; digit groups with ``_``), or a
+#: list (``--lams -1,2``, ``--gammas -1:1:3``) that starts with one.
+_NUMBER = r"(?:(?:\d[\d_]*\.?[\d_]*|\.\d[\d_]*)(?:e[-+]?\d+)?|inf(?:inity)?|nan)"
+NEGATIVE_NUMBER = re.compile(rf"^-{_NUMBER}(?:[,:][-+]?{_NUMBER})*$", re.IGNORECASE)
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="dlnm", description="Momentum on 2-layer diagonal linear networks.",
-                                     epilog=EXIT_CODES_HELP)
+    parser = _Parser(prog="dlnm", description="Momentum on 2-layer diagonal linear networks.",
+                     epilog=EXIT_CODES_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in COMMANDS:

@@ -1,6 +1,7 @@
 """``dlnm flow``: one MGF(λ) or gradient-flow run."""
 
 from ..api import gf, mgf
+from ..runs.flow_adaptive import ACCEPTED_RECORDS, GRID_RECORDS, TIME_RECORDS
 from .common import (
     add_checkpoint_argument,
     add_problem_arguments,
@@ -92,4 +93,8 @@ def register(subparsers):
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_problem_arguments(p)
-    p.set_defaults(func=_cmd_flow, options=option_table(p, every="--record-every", log="--record-log"))
+    # (the API's record phrases and refine_start as the options that give them)
+    p.set_defaults(func=_cmd_flow, options=option_table(
+        p, every="--record-every", log="--record-log", refine_start="--no-refine-start",
+        **{TIME_RECORDS: "--record-every or --record-log", ACCEPTED_RECORDS: "--record-accepted",
+           GRID_RECORDS: "--record-every equal to --h"}))

@@ -300,15 +300,21 @@ class FlowResult(ResultMixin):
         if self.trajectory is not None:
             lines.append(f"recorded      : {len(self.trajectory)} rows")
         lines += self._theta0_tilde_notes("note          ")  # (|theta0~|max : inf at lambda = 1e6, said why)
-        if self.config.scheme in ADAPTIVE_SCHEMES and self.status == Status.DIVERGED:
-            # the adaptive scheme rejects a step whose point overflows: "diverged" is its step size falling below
-            # H_MIN_REL·t, which a blow-up causes, and so does a horizon where t itself leaves too few digits
-            why = (": far past the limit, time has too few digits to resolve its last rounding-level drift; pass "
-                   "tol= to stop at the limit, or a smaller t_max" if self.train_loss < 1e-8 else
-                   ": the solver could not continue the flow there (a blow-up, or stiffness beyond float64)")
-            lines.append(f"note          : the adaptive step size fell below {H_MIN_REL:g}·t at t = {self.t_done:.4g}, "
-                         f"at a finite state (train loss {self.train_loss:.3g}){why}")
         return "\n".join(lines)
+
+    @property
+    def message(self):
+        """The status's message; a diverged adaptive run's says what ended it, its step size's underflow."""
+        if (self.config.scheme in ADAPTIVE_SCHEMES and self.status == Status.DIVERGED
+                and np.isfinite(self.train_loss)):
+            # the adaptive schemes reject a step whose point overflows: "diverged" is the step size falling below
+            # H_MIN_REL·t, which a blow-up causes, and so does a horizon where t itself leaves too few digits
+            why = ("far past the limit, time has too few digits to resolve its last rounding-level drift; pass "
+                   "tol= to stop at the limit, or a smaller t_max" if self.train_loss < 1e-8 else
+                   "the solver could not continue the flow there (a blow-up, or stiffness beyond float64)")
+            return (f"diverged: the adaptive step size fell below {H_MIN_REL:g}·max(t, 1) at a finite state "
+                    f"(train loss {self.train_loss:.3g}): {why}")
+        return super().message
 
 
 class FlowRun(RunStateMixin):

@@ -56,6 +56,11 @@ from .stepping import (
     stiffness_estimate,
 )
 
+#: How an adaptive run records at times, at its accepted steps, and how a grid run records every step, as the errors
+#: write them (each declared as a parameter: the command line writes its options instead, cli/flow.py).
+TIME_RECORDS = "Record(every=...), Record(times=...) or Record(log=...)"
+ACCEPTED_RECORDS = "Record(accepted=True)"
+GRID_RECORDS = "Record(every=h)"
 #: Rows of one record block of an adaptive run (the kernel returns early when a block is full).
 RECORD_BLOCK_ROWS = 4096
 #: Work of one chunk in the multiply-adds counted by :func:`adaptive_chunk_steps`: about 0.1 s, as measured at
@@ -273,19 +278,20 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
     if scheme in ADAPTIVE_SCHEMES and fixed_grid:
         what = "h" if h is not None else ("refine_start" if not isinstance(refine_start, str) or refine_start != "auto"
                                           else "record=Record(steps=...)")
-        raise ParameterValueError(f"{what} is for the fixed-grid schemes ('rk4', 'exp-rk4'); scheme {scheme!r} "
-                                  "chooses its own steps (set rtol/atol) and records at times (Record(every=...), "
-                                  "times= or log=)", what)
+        raise ParameterValueError(f"{what} is for the fixed-grid schemes ('rk4', 'exp-rk4'); scheme={scheme!r} "
+                                  f"chooses its own steps (set rtol and atol) and records at times ({TIME_RECORDS})",
+                                  what, "scheme=", "rtol", "atol", TIME_RECORDS)
     if adaptive_args and (scheme in ("rk4", "exp-rk4") or fixed_grid):
         raise ParameterValueError(f"{', '.join(adaptive_args)} {'is' if len(adaptive_args) == 1 else 'are'} for "
                                   f"the adaptive schemes ({adaptive_names}), which a fixed step h, a start refinement "
-                                  f"or Record(steps=...) rule out; got scheme={scheme!r}", *adaptive_args, "scheme=")
+                                  f"or Record(steps=...) rule out; got scheme={scheme!r}", *adaptive_args, "scheme=",
+                                  "h")
     accepted = record is not None and bool(record.accepted)
     if accepted and (scheme in ("rk4", "exp-rk4") or fixed_grid):
         what = f"scheme={scheme!r}" if scheme in ("rk4", "exp-rk4") else ("h" if h is not None else "refine_start")
-        raise ParameterValueError(f"Record(accepted=True) records the steps of an adaptive scheme ({adaptive_names}), "
-                                  f"which {what} rules out; a flow on a grid records every step with Record(every=h)",
-                                  "scheme=", "h")
+        raise ParameterValueError(f"{ACCEPTED_RECORDS} records the steps of an adaptive scheme ({adaptive_names}), "
+                                  f"which {what} rules out; a flow on a grid records every step with {GRID_RECORDS}",
+                                  ACCEPTED_RECORDS, GRID_RECORDS, "scheme=", "h", "refine_start")
     if scheme == "auto" and (adaptive_args or accepted):
         scheme = "rodas" if lam_checked > 0.0 else "ndf"
     if scheme == "auto" or scheme in ADAPTIVE_SCHEMES:

@@ -66,6 +66,7 @@ from .files import (
     locked_error,
     memory_h5,
     open_h5_for_writing,
+    read_checkpoint_file,
     real_path,
     side_paths,
     type_name,
@@ -546,11 +547,31 @@ def _create(path, run, lock, checkpoint_every):
 
 
 def _remove_store_files(path):
+    """The store at ``path`` and its side checkpoints, before a new store is written there (by the holder of its lock,
+    after the overwrite checks). A ``.ckpt`` or ``.ckpt.prev`` next to it that is not a checkpoint this package
+    wrote (a user's file of that name: these were deleted unread) refuses the new store, by name, and is left."""
     sides = side_paths(path)
-    for p in (path, sides["checkpoint"], sides["previous"]):
+    checkpoints = [p for p in (sides["checkpoint"], sides["previous"]) if os.path.lexists(p)]
+    for p in checkpoints:
+        _require_own_checkpoint(p, path)
+    for p in (path, *checkpoints):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(p)
     remove_temporaries(path)
+
+
+def _require_own_checkpoint(side, path):
+    """Raise :class:`StoreExistsError` unless ``side`` is a regular file holding a checkpoint this package wrote."""
+    if os.path.islink(side) or not os.path.isfile(side):
+        what = "a symbolic link" if os.path.islink(side) else "not a regular file"
+    else:
+        try:
+            read_checkpoint_file(side)
+            return
+        except StoreCorruptError:
+            what = "not a checkpoint dlnmomentum wrote (or a damaged one)"
+    raise StoreExistsError(f"{side} is in the way of store {path}: it is {what}. The package deletes only the "
+                           f"checkpoints it wrote; move or delete it yourself, then run again")
 
 
 def remove_checkpoints(path):

@@ -240,7 +240,8 @@ def block_size_of(block_size, lw=LW):
         return DEFAULT_BLOCK_SIZE
     block_size = as_int("block_size", block_size, low=lw, high=MAX_SWEEP_POINTS)
     if block_size % lw:
-        raise ValueError(f"block_size must be a multiple of {lw} (runs per SIMD group), got {block_size}")
+        raise ParameterValueError(f"block_size must be a multiple of {lw} (runs per SIMD group), got {block_size}",
+                                  "block_size")
     return block_size
 
 

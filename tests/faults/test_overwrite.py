@@ -298,3 +298,44 @@ def test_a_directory_without_write_permission_is_said_and_a_finished_store_still
     with pytest.raises(dm.StoreError, match=r"cannot create the lock file .*x.h5.lock of store .*: writing a mgd "
                                             r"run needs a writable directory"):
         dm.mgd(problem, 0.01, 0.5, steps=10, store=str(tmp_path / "x.h5"))
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+@pytest.mark.parametrize("side_kind", ["text", "hdf5", "symlink"])
+def test_a_users_file_named_like_a_checkpoint_is_refused_and_kept(problem, stores, tmp_path, overwrite, side_kind):
+    """``<store>.ckpt`` and ``<store>.ckpt.prev`` were deleted unread when a store was started or overwritten. Now
+    a side file that is not a checkpoint this package wrote stops the run, by name, and stays as it was."""
+    path = tmp_path / "run.h5"
+    if overwrite:
+        path.write_bytes(stores["run"].read_bytes())
+    before = path.read_bytes() if overwrite else None
+    sides = [tmp_path / "run.h5.ckpt", tmp_path / "run.h5.ckpt.prev"]
+    for side in sides:
+        if side_kind == "text":
+            side.write_text("my notes\n")
+        elif side_kind == "hdf5":
+            with h5py.File(side, "w") as f:
+                f["x"] = [1.0]
+        else:
+            (tmp_path / f"{side.name}.target").write_text("kept\n")
+            side.symlink_to(tmp_path / f"{side.name}.target")
+    contents = [side.read_bytes() for side in sides]
+    with pytest.raises(S.StoreExistsError, match=r"run\.h5\.ckpt(\.prev)? is in the way of store .*run\.h5"):
+        dm.mgd(problem, 0.01, 0.5, steps=100, store=path, overwrite=overwrite)
+    assert [side.read_bytes() for side in sides] == contents
+    assert (path.read_bytes() == before) if overwrite else not path.exists()
+    assert not (tmp_path / "run.h5.lock").exists()
+
+
+def test_its_own_checkpoints_are_replaced_with_the_store(problem, stores, tmp_path):
+    """Checkpoints this package wrote next to a store it wrote go with it on ``overwrite=True``."""
+    from dlnmomentum.store.files import CHECKPOINT_FORMAT, Checkpoint, write_checkpoint_file
+
+    path = tmp_path / "run.h5"
+    path.write_bytes(stores["run"].read_bytes())
+    for _ in range(2):  # (the second write moves the first to .ckpt.prev)
+        write_checkpoint_file(str(path), Checkpoint({"format": CHECKPOINT_FORMAT}, {}, {}))
+    assert (tmp_path / "run.h5.ckpt.prev").exists()
+    res = dm.mgd(problem, 0.01, 0.5, steps=100, store=path, overwrite=True)
+    assert res.steps_done == 100 and dm.open_store(path).result.steps_done == 100
+    assert not (tmp_path / "run.h5.ckpt").exists() and not (tmp_path / "run.h5.ckpt.prev").exists()

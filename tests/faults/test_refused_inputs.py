@@ -379,6 +379,7 @@ def test_summaries_say_what_a_nan_means():
     far = dm.mgf(dm.sparse_regression(n=5, d=8, s=2, n_test=10), 0.1, t_max=1e20)
     assert far.status_name == "diverged" and far.train_loss < 1e-25  # (a horizon past what t resolves)
     assert "far past the limit, time has too few digits" in far.summary()
+    assert far.message.startswith("diverged: the adaptive step size fell below 1e-13")  # (not "non-finite")
 
 
 def test_inspect_names_an_empty_path_as_the_other_commands_do(capsys):
