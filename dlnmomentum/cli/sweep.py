@@ -252,8 +252,8 @@ def register(subparsers):
                    "with `dask scheduler` and `dask worker ADDRESS`); this process writes --store. Needs the "
                    "distributed extra")
     p.add_argument("--wave-size", type=parse_int, default=None, help="points written to the store together, "
-                   "rounded up to whole blocks (--block-size; default: about 20 s of work); with --scheduler: points per task (default: about 8 tasks "
-                   "per worker)")
+                   "rounded up to whole blocks (--block-size; default: about 20 s of work); with --scheduler: points "
+                   "per task (default: about 8 tasks per worker)")
     p.add_argument("--log", action="store_true", help="print a line to stderr after every written wave")
     p.add_argument("--json", action="store_true", help="print JSON: the summary and, without --store (where "
                    "the points would be lost), every point's fields with the coordinates")
