@@ -47,11 +47,10 @@ from .format import FORMAT_VERSION, chunk_offsets, delete_group
 from .integrity import intact_rows
 from .read import Store, check_readable, open_h5, read_plan, store_path, valid_checkpoints
 from .rows_left import rows_left_request
+from .side_files import remove_checkpoints, remove_temporaries
 from .writer import (
     StoreWriter,
     drive_stored,
-    remove_checkpoints,
-    remove_temporaries,
     software_versions,
     template_result,
     test_hook,

@@ -66,9 +66,7 @@ from .files import (
     locked_error,
     memory_h5,
     open_h5_for_writing,
-    read_checkpoint_file,
     real_path,
-    side_paths,
     type_name,
     utc_now,
     write_checkpoint_file,
@@ -90,6 +88,7 @@ from .format import (
 from .kinds import require_overwritable, require_regular_or_absent
 from .read import _trajectory_field, read_series, store_path
 from .rows_left import rows_left_request, without_trajectory
+from .side_files import clear_for_new_store, remove_checkpoints
 
 __all__ = ["run_with_store"]
 
@@ -546,53 +545,6 @@ def _create(path, run, lock, checkpoint_every):
         raise
 
 
-def _remove_store_files(path):
-    """The store at ``path`` and its side checkpoints, before a new store is written there (by the holder of its lock,
-    after the overwrite checks). A ``.ckpt`` or ``.ckpt.prev`` next to it that is not a checkpoint this package
-    wrote (a user's file of that name: these were deleted unread) refuses the new store, by name, and is left."""
-    sides = side_paths(path)
-    checkpoints = [p for p in (sides["checkpoint"], sides["previous"]) if os.path.lexists(p)]
-    for p in checkpoints:
-        _require_own_checkpoint(p, path)
-    for p in (path, *checkpoints):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(p)
-    remove_temporaries(path)
-
-
-def _require_own_checkpoint(side, path):
-    """Raise :class:`StoreExistsError` unless ``side`` is a regular file holding a checkpoint this package wrote."""
-    if os.path.islink(side) or not os.path.isfile(side):
-        what = "a symbolic link" if os.path.islink(side) else "not a regular file"
-    else:
-        try:
-            read_checkpoint_file(side)
-            return
-        except StoreCorruptError:
-            what = "not a checkpoint dlnmomentum wrote (or a damaged one)"
-    raise StoreExistsError(f"{side} is in the way of store {path}: it is {what}. The package deletes only the "
-                           f"checkpoints it wrote; move or delete it yourself, then run again")
-
-
-def remove_checkpoints(path):
-    """The side checkpoints of a finished store, ``.ckpt`` and ``.ckpt.prev`` (only the lock holder calls this): a
-    finished run is the one file."""
-    sides = side_paths(path)
-    for name in ("checkpoint", "previous"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(sides[name])
-
-
-def remove_temporaries(path):
-    """Temporary files of writers that died (only the lock holder calls this)."""
-    directory, base = os.path.split(os.path.abspath(path))
-    prefixes = tuple(base + suffix for suffix in (".ckpt.tmp", ".rebuild", ".creating"))
-    for name in os.listdir(directory):
-        if name.startswith(prefixes) and (name.endswith(".tmp") or ".ckpt.tmp" in name):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(directory, name))
-
-
 @contextlib.contextmanager
 def _short_switch_interval(seconds=2e-4):
     """While the store's worker thread runs Python (HDF5 calls), hand the GIL back to the main
@@ -662,7 +614,7 @@ def run_with_store(run, store, *, overwrite=False, checkpoint_every=60.0, progre
             elif os.path.lexists(path):  # another process wrote it, and let go of its lock, since the check above
                 raise exists
             with signals_held():
-                _remove_store_files(path)
+                clear_for_new_store(path)
                 writer = _create(path, run, lock, checkpoint_every)
         except BaseException:
             lock.release()
