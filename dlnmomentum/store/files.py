@@ -261,6 +261,22 @@ def write_checkpoint_file(path, ckpt):
     fsync_dir(target)
 
 
+# The opening bytes of every checkpoint this package wrote, damaged or not: np.savez stores ``meta`` first and
+# uncompressed, and ``meta``'s JSON opens with its format. A damaged checkpoint is recognised by them, so a file of a
+# checkpoint's name that lacks them (a user's) is refused where the package's own are replaced or removed.
+CHECKPOINT_MARK = json.dumps({"format": CHECKPOINT_FORMAT})[:-1].encode("utf-8")
+CHECKPOINT_MARK_WINDOW = 4096  # (the zip member header and the .npy header before the mark take about 200 bytes)
+
+
+def written_as_checkpoint(file):
+    """Whether the regular file ``file`` is a checkpoint this package wrote, intact or damaged: a zip whose opening
+    bytes hold :data:`CHECKPOINT_MARK`, or an empty file (a checkpoint whose bytes a crash kept from the disk: it
+    holds nothing of anyone's). Only the opening bytes are read."""
+    with open(file, "rb") as fh:
+        head = fh.read(CHECKPOINT_MARK_WINDOW)
+    return not head or (head.startswith(b"PK\x03\x04") and CHECKPOINT_MARK in head)
+
+
 def read_checkpoint_file(file):
     """The checkpoint in ``file``; raises ``StoreCorruptError`` if it is incomplete or damaged."""
     import zipfile

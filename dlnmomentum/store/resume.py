@@ -47,7 +47,7 @@ from .format import FORMAT_VERSION, chunk_offsets, delete_group
 from .integrity import intact_rows
 from .read import Store, check_readable, open_h5, read_plan, store_path, valid_checkpoints
 from .rows_left import rows_left_request
-from .side_files import remove_checkpoints, remove_temporaries
+from .side_files import remove_checkpoints, remove_temporaries, require_own_checkpoints
 from .writer import (
     StoreWriter,
     drive_stored,
@@ -267,6 +267,7 @@ def resume(path, *, progress=None, checkpoint_every=60.0):
     path = real_path(store_path(path))  # through a symlink: the file it leads to is locked and rebuilt, the link stays
     check_readable(path)
     checkpoint_every = as_float("checkpoint_every", checkpoint_every, low=0.0)
+    require_own_checkpoints(path)  # (before anything is read or repaired: the rest replaces or removes them)
     if not os.stat(path).st_mode & stat.S_IWUSR:  # (its owner's write bit: root may write it all the same)
         finished = _finished_result(path)  # a finished store is only read (no writer writes a read-only file)
         if finished is None:

@@ -253,7 +253,7 @@ def test_resume_keeps_a_stores_permissions_and_cleans_a_finished_one(problem, st
     path = tmp_path / "r.h5"
     path.write_bytes(stores["run"].read_bytes())
     stale = tmp_path / "r.h5.ckpt.prev"
-    stale.write_bytes(b"x")
+    stale.write_bytes(_own_checkpoint(tmp_path)[:5000])  # (torn: the package's own all the same)
     dm.resume(str(path))
     assert not stale.exists()
     os.chmod(path, 0o444)
@@ -311,20 +311,116 @@ def test_a_users_file_named_like_a_checkpoint_is_refused_and_kept(problem, store
     before = path.read_bytes() if overwrite else None
     sides = [tmp_path / "run.h5.ckpt", tmp_path / "run.h5.ckpt.prev"]
     for side in sides:
-        if side_kind == "text":
-            side.write_text("my notes\n")
-        elif side_kind == "hdf5":
-            with h5py.File(side, "w") as f:
-                f["x"] = [1.0]
-        else:
-            (tmp_path / f"{side.name}.target").write_text("kept\n")
-            side.symlink_to(tmp_path / f"{side.name}.target")
+        _user_file(side, side_kind)
     contents = [side.read_bytes() for side in sides]
     with pytest.raises(S.StoreExistsError, match=r"run\.h5\.ckpt(\.prev)? is in the way of store .*run\.h5"):
         dm.mgd(problem, 0.01, 0.5, steps=100, store=path, overwrite=overwrite)
     assert [side.read_bytes() for side in sides] == contents
     assert (path.read_bytes() == before) if overwrite else not path.exists()
     assert not (tmp_path / "run.h5.lock").exists()
+
+
+def _own_checkpoint(tmp_path):
+    """The bytes of a checkpoint as the package writes one (meta as a run's, with arrays after it)."""
+    import numpy as np
+
+    from dlnmomentum.store.files import CHECKPOINT_FORMAT, Checkpoint, write_checkpoint_file
+
+    scratch = tmp_path / "scratch" / "x.h5"
+    scratch.parent.mkdir(exist_ok=True)
+    meta = {"format": CHECKPOINT_FORMAT, "version": 1, "store_id": "0" * 32,
+            "written": {f"k{i}": i for i in range(300)}}
+    write_checkpoint_file(str(scratch), Checkpoint(meta, {"fstate": np.arange(5000.0)}, {"step": np.arange(7)}))
+    return (tmp_path / "scratch" / "x.h5.ckpt").read_bytes()
+
+
+def _user_file(side, kind):
+    if kind == "text":
+        side.write_text("my notes\n")
+    elif kind == "hdf5":
+        with h5py.File(side, "w") as f:
+            f["x"] = [1.0]
+    else:
+        side.with_name(f"{side.name}.target").write_text("kept\n")
+        side.symlink_to(side.with_name(f"{side.name}.target"))
+
+
+@pytest.mark.parametrize("damage", ["intact", "torn", "torn-early", "empty", "bytes-zeroed"])
+def test_the_package_tells_its_own_checkpoints_damaged_or_not(tmp_path, damage):
+    """Only the opening bytes are read: a checkpoint torn or zeroed after them is the package's own (so a resume
+    may pass it over and replace it); a zip or HDF5 file of another program, text, or a checkpoint torn inside its
+    mark is not."""
+    from dlnmomentum.store.files import CHECKPOINT_MARK, read_checkpoint_file, written_as_checkpoint
+
+    data = _own_checkpoint(tmp_path)
+    end_of_mark = data.index(CHECKPOINT_MARK) + len(CHECKPOINT_MARK)
+    changed = {"intact": data, "torn": data[:len(data) // 2], "torn-early": data[:end_of_mark], "empty": b"",
+               "bytes-zeroed": data[:end_of_mark] + bytes(len(data) - end_of_mark)}[damage]
+    side = tmp_path / "r.h5.ckpt"
+    side.write_bytes(changed)
+    assert written_as_checkpoint(side)
+    if damage != "intact":
+        with pytest.raises(S.StoreCorruptError):
+            read_checkpoint_file(side)
+    side.write_bytes(data[:end_of_mark - 1])  # the mark itself cut: a file the package cannot claim
+    assert not written_as_checkpoint(side)
+    import zipfile
+    with zipfile.ZipFile(side, "w") as z:  # another program's zip whose text names the format further on
+        z.writestr("readme.txt", "x" * 5000 + CHECKPOINT_MARK.decode())
+    assert not written_as_checkpoint(side)
+    with h5py.File(side, "w") as f:
+        f["x"] = [1.0]
+    assert not written_as_checkpoint(side)
+
+
+@pytest.mark.parametrize("side_kind", ["text", "hdf5", "symlink"])
+def test_resume_refuses_a_users_file_named_like_a_checkpoint_and_keeps_it(stores, tmp_path, side_kind):
+    """``resume`` read a side file it could not parse as a damaged checkpoint and replaced or removed it later. Now it
+    refuses by name before it reads or repairs anything (a finished store too: a stale checkpoint would be removed),
+    and once the file is moved away the resume goes on."""
+    path = tmp_path / "run.h5"
+    path.write_bytes(stores["run"].read_bytes())
+    before = path.read_bytes()
+    side = tmp_path / "run.h5.ckpt.prev"
+    _user_file(side, side_kind)
+    content = side.read_bytes()
+    with pytest.raises(S.StoreExistsError, match=r"run\.h5\.ckpt\.prev is in the way of store .*run\.h5: it is "
+                                                 r"(not a checkpoint dlnmomentum wrote|a symbolic link)"):
+        dm.resume(str(path))
+    assert side.read_bytes() == content and path.read_bytes() == before
+    assert not (tmp_path / "run.h5.lock").exists()
+    assert main(["resume", str(path)]) == 2  # (the command line says it too, without a traceback)
+    assert side.read_bytes() == content
+    side.rename(tmp_path / "mine")
+    assert dm.resume(str(path)).status_name == "max_steps"
+    assert (tmp_path / "mine").read_bytes() == content
+
+
+def test_a_killed_run_is_not_repaired_while_a_users_file_is_in_the_way(tmp_path):
+    """A crashed store's repair (its HDF5 flags cleared, the file rebuilt) waits until the user's file is moved: a
+    repair followed by the refusal would leave the next resume a file that no longer says it was left open."""
+    path = tmp_path / "k.h5"
+    code = ("import sys, dlnmomentum as dm\n"
+            "p = dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=4)\n"
+            "dm.mgd(p, 0.01, 0.5, steps=3 * 10**6, store=sys.argv[1], checkpoint_every=0.0)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)])
+    deadline = time.monotonic() + 60
+    while not os.path.exists(str(path) + ".ckpt") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    if S.open_store(path).state != "crashed":
+        pytest.skip("the writer finished before it was killed")
+    side = tmp_path / "k.h5.ckpt.prev"
+    side.unlink(missing_ok=True)
+    _user_file(side, "text")
+    before = path.read_bytes()
+    with pytest.raises(S.StoreExistsError, match=r"k\.h5\.ckpt\.prev is in the way"):
+        dm.resume(str(path))
+    assert path.read_bytes() == before and side.read_text() == "my notes\n"
+    side.rename(tmp_path / "mine")
+    assert dm.resume(str(path)).status_name == "max_steps"
+    assert (tmp_path / "mine").read_text() == "my notes\n"
 
 
 def test_its_own_checkpoints_are_replaced_with_the_store(problem, stores, tmp_path):
@@ -335,7 +431,8 @@ def test_its_own_checkpoints_are_replaced_with_the_store(problem, stores, tmp_pa
     path.write_bytes(stores["run"].read_bytes())
     for _ in range(2):  # (the second write moves the first to .ckpt.prev)
         write_checkpoint_file(str(path), Checkpoint({"format": CHECKPOINT_FORMAT}, {}, {}))
-    assert (tmp_path / "run.h5.ckpt.prev").exists()
+    prev = tmp_path / "run.h5.ckpt.prev"
+    prev.write_bytes(prev.read_bytes()[:-40])  # (a damaged one of its own goes too: its central directory torn off)
     res = dm.mgd(problem, 0.01, 0.5, steps=100, store=path, overwrite=True)
     assert res.steps_done == 100 and dm.open_store(path).result.steps_done == 100
     assert not (tmp_path / "run.h5.ckpt").exists() and not (tmp_path / "run.h5.ckpt.prev").exists()
