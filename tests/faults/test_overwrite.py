@@ -247,6 +247,22 @@ def test_a_foreign_file_left_open_is_refused_and_left_as_it_was(tmp_path, capsys
     assert "dlnmomentum did not write" in capsys.readouterr().err
 
 
+def _killed_store(path, steps):
+    """A crashed run store at ``path``: an MGD run of ``steps`` steps SIGKILLed once its first checkpoint is written
+    (the test is skipped if the writer finished first)."""
+    code = ("import sys, dlnmomentum as dm\n"
+            "p = dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=4)\n"
+            f"dm.mgd(p, 0.01, 0.5, steps={steps}, store=sys.argv[1], checkpoint_every=0.0)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)])
+    deadline = time.monotonic() + 60
+    while not os.path.exists(str(path) + ".ckpt") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.kill()
+    proc.wait()
+    if S.open_store(path).state != "crashed":
+        pytest.skip("the writer finished before it was killed")
+
+
 def test_resume_keeps_a_stores_permissions_and_cleans_a_finished_one(problem, stores, tmp_path):
     """A rebuilt crashed store came back 644 whatever it was (a 444 one was replaced all the same); a finished store
     next to a stale .ckpt.prev (a writer killed between the two removals at close) kept it for ever."""
@@ -259,17 +275,7 @@ def test_resume_keeps_a_stores_permissions_and_cleans_a_finished_one(problem, st
     os.chmod(path, 0o444)
     assert dm.resume(str(path)).status_name == "max_steps"  # finished: returned as it is, nothing written
     copy = tmp_path / "c.h5"
-    code = ("import sys, dlnmomentum as dm\n"
-            "p = dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=4)\n"
-            "dm.mgd(p, 0.01, 0.5, steps=5 * 10**6, store=sys.argv[1], checkpoint_every=0.0)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(copy)])
-    deadline = time.monotonic() + 60
-    while not os.path.exists(str(copy) + ".ckpt") and time.monotonic() < deadline:
-        time.sleep(0.02)
-    proc.kill()
-    proc.wait()
-    if S.open_store(copy).state != "crashed":
-        pytest.skip("the writer finished before it was killed")
+    _killed_store(copy, 5 * 10**6)
     os.chmod(copy, 0o444)
     with pytest.raises(dm.StoreError, match="is read-only: resuming writes to it"):
         dm.resume(str(copy))
@@ -400,17 +406,7 @@ def test_a_killed_run_is_not_repaired_while_a_users_file_is_in_the_way(tmp_path)
     """A crashed store's repair (its HDF5 flags cleared, the file rebuilt) waits until the user's file is moved: a
     repair followed by the refusal would leave the next resume a file that no longer says it was left open."""
     path = tmp_path / "k.h5"
-    code = ("import sys, dlnmomentum as dm\n"
-            "p = dm.sparse_regression(n=8, d=13, s=3, n_test=50, seed=4)\n"
-            "dm.mgd(p, 0.01, 0.5, steps=3 * 10**6, store=sys.argv[1], checkpoint_every=0.0)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(path)])
-    deadline = time.monotonic() + 60
-    while not os.path.exists(str(path) + ".ckpt") and time.monotonic() < deadline:
-        time.sleep(0.02)
-    proc.kill()
-    proc.wait()
-    if S.open_store(path).state != "crashed":
-        pytest.skip("the writer finished before it was killed")
+    _killed_store(path, 3 * 10**6)
     side = tmp_path / "k.h5.ckpt.prev"
     side.unlink(missing_ok=True)
     _user_file(side, "text")
