@@ -1,7 +1,8 @@
 """The files next to a store that its writer owns: the side checkpoints ``.ckpt``, ``.ckpt.prev`` and the temporaries
-of writers that died (:func:`.files.side_paths`). Only the holder of the store's writer lock calls these, and only
-what this package wrote is removed: a file of a checkpoint's name that is not one (:func:`.files.written_as_checkpoint`
-tells the package's own, damaged ones too) refuses a new store and a resume, by name, and is left as it is."""
+of writers that died (:func:`.files.side_paths`). Only the holder of the store's writer lock removes them (the check
+:func:`require_own_checkpoints` only reads), and only what this package wrote is removed: a file of a checkpoint's
+name that is not one (:func:`.files.written_as_checkpoint` tells the package's own, damaged ones too) refuses a new
+store and a resume, by name, and is left as it is."""
 
 import contextlib
 import os
@@ -27,12 +28,12 @@ def require_own_checkpoints(path):
     sides = side_paths(path)
     checkpoints = [p for p in (sides["checkpoint"], sides["previous"]) if os.path.lexists(p)]
     for side in checkpoints:
+        if _own_checkpoint(side):
+            continue
         if os.path.islink(side) or not os.path.isfile(side):
             what = "a symbolic link" if os.path.islink(side) else "not a regular file"
-        elif not written_as_checkpoint(side):
-            what = "not a checkpoint dlnmomentum wrote"
         else:
-            continue
+            what = "not a checkpoint dlnmomentum wrote"
         raise StoreExistsError(f"{side} is in the way of store {path}: it is {what}. The package deletes only the "
                                f"checkpoints it wrote; move or delete it yourself, then run again")
     return checkpoints
@@ -46,8 +47,13 @@ def remove_checkpoints(path):
     for name in ("checkpoint", "previous"):
         side = sides[name]
         with contextlib.suppress(FileNotFoundError):
-            if os.path.isfile(side) and not os.path.islink(side) and written_as_checkpoint(side):
+            if _own_checkpoint(side):
                 os.unlink(side)
+
+
+def _own_checkpoint(side):
+    """Whether ``side`` is a regular file (not a link to one) that this package wrote as a checkpoint."""
+    return os.path.isfile(side) and not os.path.islink(side) and written_as_checkpoint(side)
 
 
 def remove_temporaries(path):
