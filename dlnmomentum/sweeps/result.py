@@ -84,9 +84,7 @@ class Sweep:
         points not done are ``"not_done"``."""
         if field not in CODED_FIELDS:
             raise ValueError(f"field must be one of the coded fields {tuple(CODED_FIELDS)}, got {field!r}")
-        out = code_names(field, self[field]).astype(object)  # (the str array's width is its longest name's)
-        out[~self.done] = "not_done"
-        return out.astype(str)
+        return np.where(self.done, code_names(field, self[field]), "not_done")  # (as wide as its longest name)
 
     @property
     def status_names(self):
