@@ -12,8 +12,12 @@ every polynomial of degree ≤ 7 that takes y₀ at s = 0 and y₁ at s = 1. Rod
 :mod:`.flow_rodas`) fills c₀, c₁, c₂ (its q₁, q₂, q₃) and leaves c₃ … c₅ at 0; DOP853's (order 7,
 :mod:`.flow_dop853`) fills all six. With c₃ = c₄ = c₅ = 0 the evaluation below performs, on every nonzero value,
 the operations of the degree-4 form it replaced, so Rodas5P's records and crossings keep their bits.
+
+Read for records (:func:`_dense_at`), for the sign crossings of w± (:func:`_dense_root`, zeros of a row) and for the
+largest w² (:func:`_dense_extremes`, the values at the turns of a row: zeros of its slope :func:`_dense_slope`).
 """
 
+import numpy as np
 from numba import njit
 
 from .config import LEAF_JIT_OPTIONS
@@ -26,8 +30,10 @@ N_DENSE_ROWS = 8
 N_DENSE_ROWS_BEFORE_EXPLICIT = 5
 #: The state rows the dense output covers, in the order of its second axis.
 DENSE_STATE_ROWS = (W_PLUS, W_MINUS, V_PLUS, V_MINUS)
-#: Newton iterations of a crossing on the dense output.
+#: Newton iterations of a crossing (or a turn) on the dense output.
 ROOT_ITERATIONS = 60
+#: Equal parts of a step on each of which a turn of a row's dense output is looked for (:func:`_dense_extremes`).
+TURN_PARTS = 8
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -68,6 +74,57 @@ def _dense_root(dense, k, i, lo, hi, s):
         if done:
             return s
     return s
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _dense_slope(dense, k, i, s):
+    """The slope in ``s`` of the dense output of row ``k``, coordinate ``i`` at fraction ``s`` of the step, and its
+    own slope: y' = (y₁ - y₀) + (1 - 2s)q + s(1-s)q', y'' = -2q + 2(1 - 2s)q' + s(1-s)q''."""
+    y0 = dense[0, k, i]
+    y1 = dense[1, k, i]
+    c0 = dense[2, k, i]
+    c1 = dense[3, k, i]
+    c2 = dense[4, k, i]
+    c3 = dense[5, k, i]
+    c4 = dense[6, k, i]
+    c5 = dense[7, k, i]
+    s1 = 1.0 - s
+    q = c0 + s * (c1 + s * (c2 + s * (c3 + s * (c4 + s * c5))))
+    dq = c1 + s * (2.0 * c2 + s * (3.0 * c3 + s * (4.0 * c4 + s * (5.0 * c5))))
+    d2q = 2.0 * c2 + s * (6.0 * c3 + s * (12.0 * c4 + s * (20.0 * c5)))
+    return (y1 - y0) + (1.0 - 2.0 * s) * q + s * s1 * dq, -2.0 * q + 2.0 * (1.0 - 2.0 * s) * dq + s * s1 * d2q
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _dense_extremes(dense, k, i):
+    """The least and the largest value of the dense output of row ``k``, coordinate ``i`` at its turns inside the
+    step (``(inf, -inf)`` without one): a turn is a zero of its slope, located by Newton's method safeguarded by
+    bisection on each of ``TURN_PARTS`` equal parts of [0, 1] whose ends the slope has of opposite signs (a
+    pair of turns inside one part, a wiggle far under the step's error, is passed over). The ends are the
+    step's points, which the caller sees anyway."""
+    low = np.inf
+    high = -np.inf
+    lo = 0.0
+    slo = _dense_slope(dense, k, i, 0.0)[0]
+    for part in range(1, TURN_PARTS + 1):
+        hi = part / TURN_PARTS
+        shi = _dense_slope(dense, k, i, hi)[0]
+        if (slo < 0.0) != (shi < 0.0):
+            neg_lo = slo < 0.0
+            a = lo
+            b = hi
+            s = 0.5 * (lo + hi)
+            for _ in range(ROOT_ITERATIONS):
+                p, dp = _dense_slope(dense, k, i, s)
+                s, a, b, done = _safeguarded_step(p, dp, s, a, b, neg_lo)
+                if done:
+                    break
+            v = _dense_at(dense, k, i, s)
+            low = min(low, v)
+            high = max(high, v)
+        lo = hi
+        slo = shi
+    return low, high
 
 
 @njit(**LEAF_JIT_OPTIONS)

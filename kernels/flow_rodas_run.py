@@ -5,13 +5,14 @@ r"""The driver of the adaptive Rodas5P flow (:mod:`.flow_rodas`): dense output, 
 takes those of :func:`.flow_dop853._attempt_explicit` first, until the switch of :mod:`.flow_dop853`,
 locates the sign crossings of w± of every accepted step on its dense output, writes the records owed
 up to the current point, tests the stopping rule and keeps every quantity of the fixed-step flows
-(:mod:`.flow`'s state rows: the integrals, crossing counts and times, the running minimum of Δ).
+(:mod:`.flow`'s state rows: the integrals, crossing counts and times, the running minimum of Δ at the steps' points,
+the largest w² also at the turns of w± inside a step, on its dense output: :func:`_turn_peaks`).
 Gradient flow takes the steps of :func:`.flow_rodas_gf._attempt_mirror` on its mirror state (P, G₂) under the
 same controller; after each accepted step the state rows are filled from it (w± = w±(0)e^{∓P}, ẇ± the vector
 field, J± = G₂), so stores, theory and resume read the same rows for both flows, and P in ``fstate`` is what a
 resumed run continues from, bit for bit. A step's dense c rows (:mod:`.dense_output`) are formed only when read
-(:func:`_dense_owed`: a record, a crossing, the end of a call), from its stages kept in ``Kacc``, which the next
-attempts do not write (a DOP853 step adds its three dense stages there).
+(:func:`_form_dense`: a record, a crossing, a turn of w±, the end of a call), from its stages kept in ``Kacc``,
+which the next attempts do not write (a DOP853 step adds its three dense stages there).
 """
 
 import numpy as np
@@ -19,7 +20,7 @@ from numba import njit
 
 from .config import JIT_OPTIONS, LEAF_JIT_OPTIONS
 from .crossings import _hermite_crossings, _may_cross
-from .dense_output import DENSE_STATE_ROWS, _dense_at, _dense_ends, _dense_root, _set_point_dense
+from .dense_output import DENSE_STATE_ROWS, _dense_at, _dense_ends, _dense_extremes, _dense_root, _set_point_dense
 from .flow import (
     CROSS_MINUS,
     CROSS_PLUS,
@@ -148,6 +149,49 @@ def _any_may_cross(Y0, Y1, F0, F1, h):
     return False
 
 
+@njit(inline="always", **LEAF_JIT_OPTIONS)
+def _may_turn(gf, Y0, Y1, F0, F1, Fz0, Fz1, h, which, i):
+    """Whether w₊ (``which`` 0) or w₋ (1) of coordinate ``i`` may turn inside the step: its velocity may change
+    sign (:func:`.crossings._may_cross` of ẇ and its slope); gradient flow: P's slope ∇L changes sign (w± =
+    w±(0)e^{∓P} turn where P does)."""
+    if gf:
+        return (Fz0[MIRROR_P, i] < 0.0) != (Fz1[MIRROR_P, i] < 0.0)
+    r = V_PLUS if which == 0 else V_MINUS
+    return _may_cross(Y0[r, i], Y1[r, i], h * F0[r, i], h * F1[r, i])
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _any_may_turn(gf, Y0, Y1, F0, F1, Fz0, Fz1, h):
+    """Whether some w± may turn inside the step (:func:`_may_turn`)."""
+    for which in range(1 if gf else 2):
+        for i in range(Y0.shape[1]):
+            if _may_turn(gf, Y0, Y1, F0, F1, Fz0, Fz1, h, which, i):
+                return True
+    return False
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _turn_peaks(gf, w_init, Y0, Y1, F0, F1, Fz0, Fz1, h, dense, fstate):
+    """The running maximum of w² (``fstate[MAX_W2]``) at the turns of w± inside the step, located on its dense
+    output (:func:`.dense_output._dense_extremes`): a long step passes over the peak its end points miss. Gradient
+    flow: at the turns of P, where w₊² = w₊(0)²e^{-2P} peaks at P's least value and w₋² at its largest."""
+    for which in range(1 if gf else 2):
+        for i in range(Y0.shape[1]):
+            if not _may_turn(gf, Y0, Y1, F0, F1, Fz0, Fz1, h, which, i):
+                continue
+            low, high = _dense_extremes(dense, which, i)
+            if not low <= high:  # (no turn on the dense output)
+                continue
+            if gf:
+                wp = w_init[0, i] / np.exp(low)
+                wm = w_init[1, i] * np.exp(high)
+                w2 = max(wp * wp, wm * wm)
+            else:
+                w2 = max(low * low, high * high)
+            if w2 > fstate[MAX_W2, i]:
+                fstate[MAX_W2, i] = w2
+
+
 @njit(**LEAF_JIT_OPTIONS)
 def _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s, step, t_rec, row, theta, g, resid, wp_buf,
             wm_buf, rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm):
@@ -252,11 +296,14 @@ def _dense_slopes(Kst, r, dense, k):
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def _dense_owed(gf, explicit, problem, inv_lam, h, Ys, F1, valid_p, valid_m, ws, Kst, Kz, flat, dense):
+def _form_dense(owed, gf, explicit, problem, inv_lam, h, Ys, F1, valid_p, valid_m, ws, Kst, Kz, flat, dense):
     """The c rows of ``dense`` of the last accepted step, from its stages (``Kz``: gradient flow's, whose row 0 is
-    P; ``Kst``: MGF's), formed only when something reads them (the module docstring). A DOP853 step (``explicit``)
-    takes its three dense stages here (:func:`.flow_dop853._dense_explicit`: ``problem`` = (X, XT, y, H, b, mode),
-    ``h`` the step, ``Ys`` its start, ``F1`` f at its end, ``flat`` = (Ys, F1, Kst) seen flat)."""
+    P; ``Kst``: MGF's), formed only when something reads them (the module docstring) and only once: when ``owed``.
+    Returns False, what is owed after it (``dense_owed = _form_dense(dense_owed, ...)``). A DOP853 step
+    (``explicit``) takes its three dense stages here (:func:`.flow_dop853._dense_explicit`: ``problem`` = (X, XT, y,
+    H, b, mode), ``h`` the step, ``Ys`` its start, ``F1`` f at its end, ``flat`` = (Ys, F1, Kst) seen flat)."""
+    if not owed:
+        return False
     if gf:
         _dense_slopes(Kz, MIRROR_P, dense, 0)
     elif explicit:
@@ -265,6 +312,7 @@ def _dense_owed(gf, explicit, problem, inv_lam, h, Ys, F1, valid_p, valid_m, ws,
     else:
         for k in range(4):
             _dense_slopes(Kst, DENSE_STATE_ROWS[k], dense, k)
+    return False
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -398,10 +446,8 @@ def _rodas_advance(
         # records owed up to the current point, from the last step's dense output
         row = _owed_row(record_times, record_cursor, record_offset, capacity, t)
         while row >= 0:
-            if dense_owed:
-                _dense_owed(gf, last_explicit, problem, inv_lam, sstate[H_LAST], Y1, F0, valid_p, valid_m, ws, Kacc,
-                            Kz_acc, (Y1f, F0f, Kaccf), dense)
-                dense_owed = False
+            dense_owed = _form_dense(dense_owed, gf, last_explicit, problem, inv_lam, sstate[H_LAST], Y1, F0, valid_p,
+                                     valid_m, ws, Kacc, Kz_acc, (Y1f, F0f, Kaccf), dense)
             tr = record_times[record_cursor[0]]
             hl = sstate[H_LAST]
             s = 1.0 if hl == 0.0 else min(max((tr - sstate[T_LAST]) / hl, 0.0), 1.0)
@@ -493,7 +539,7 @@ def _rodas_advance(
             sstate[SINCE_TRIAL] += 1.0
         if last and h_next < sstate[H_NEXT]:
             h_next = sstate[H_NEXT]  # a step shortened to land on t_max does not shrink the next guess
-        # the step's stages stay in Kacc (Kz_acc) for its dense q rows (_dense_owed); the next attempts write Kst
+        # the step's stages stay in Kacc (Kz_acc) for its dense q rows (_form_dense); the next attempts write Kst
         Kst, Kacc = Kacc, Kst
         Kstf, Kaccf = Kaccf, Kstf
         Kz, Kz_acc = Kz_acc, Kz
@@ -517,14 +563,17 @@ def _rodas_advance(
                     h_next = DENSE_H_RHO / rho
             seen = counters[N_CROSSINGS]
             if _any_may_cross(Y0, Y1, F0, F1, h_used):  # (the crossings are located on the dense output)
-                _dense_owed(gf, last_explicit, problem, inv_lam, h_used, Y0, F1, valid_p, valid_m, ws, Kacc, Kz_acc,
-                            (Y0f, F1f, Kaccf), dense)
-                dense_owed = False
+                dense_owed = _form_dense(dense_owed, gf, last_explicit, problem, inv_lam, h_used, Y0, F1, valid_p,
+                                         valid_m, ws, Kacc, Kz_acc, (Y0f, F1f, Kaccf), dense)
                 _crossings(Y0, Y1, F0, F1, dense, h_used, t, istate, fstate, counters, log_time, log_coord,
                            log_sign, valid_p, valid_m, roots)
             if counters[N_CROSSINGS] != seen:  # J±, K± of a crossed coordinate are frozen from here: f as a resume
                 _rhs(X, XT, y, H, b, mode, inv_lam, Y1, valid_p, valid_m, theta, g1, resid, F1)  # sees it
                 counters[N_RHS] += 1
+        if _any_may_turn(gf, Y0, Y1, F0, F1, Fz0, Fz1, h_used):  # (a peak of w² between the step's points)
+            dense_owed = _form_dense(dense_owed, gf, last_explicit, problem, inv_lam, h_used, Y0, F1, valid_p, valid_m,
+                                     ws, Kacc, Kz_acc, (Y0f, F1f, Kaccf), dense)
+            _turn_peaks(gf, w_init, Y0, Y1, F0, F1, Fz0, Fz1, h_used, dense, fstate)
         t_new = t_max if last else t + h_used
         sstate[T_LAST] = t
         sstate[H_LAST] = h_used
@@ -559,16 +608,14 @@ def _rodas_advance(
         counters[STEPS_DONE] += 1
         taken += 1
         if record_steps:  # (a row is free: checked before the step)
-            _dense_owed(gf, last_explicit, problem, inv_lam, h_used, Y1, F0, valid_p, valid_m, ws, Kacc, Kz_acc,
-                        (Y1f, F0f, Kaccf), dense)
-            dense_owed = False
+            dense_owed = _form_dense(dense_owed, gf, last_explicit, problem, inv_lam, h_used, Y1, F0, valid_p, valid_m,
+                                     ws, Kacc, Kz_acc, (Y1f, F0f, Kaccf), dense)
             _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, 1.0, counters[STEPS_DONE], t_new,
                     record_cursor[0] - record_offset, theta, g_tmp, resid, wp_buf, wm_buf, rec_step, rec_time,
                     rec_vectors, rec_losses, rec_vp, rec_vm)
             record_cursor[0] += 1
-    if dense_owed:  # (the state carries the last step's whole dense output)
-        _dense_owed(gf, last_explicit, problem, inv_lam, sstate[H_LAST], Y1, F0, valid_p, valid_m, ws, Kacc, Kz_acc,
-                    (Y1f, F0f, Kaccf), dense)
+    _form_dense(dense_owed, gf, last_explicit, problem, inv_lam, sstate[H_LAST], Y1, F0, valid_p, valid_m, ws, Kacc,
+                Kz_acc, (Y1f, F0f, Kaccf), dense)  # (the state carries the last step's whole dense output)
     for r in range(N_RK_ROWS):
         for i in range(d):
             fstate[r, i] = Y0[r, i]

@@ -165,3 +165,30 @@ def gf_radau(H, b, t_max, w0, rtol=1e-10, atol=1e-13):
         raise RuntimeError(f"Radau failed: {sol.message}")
     w = sol.y[:, -1]
     return (w[:d] ** 2 - w[d:] ** 2) / 4
+
+
+def largest_w2_dop853(H, b, lam, t_max, w0, rtol=1e-12, atol=1e-15):
+    """The largest w² of w₊, w₋ over [0, t_max] of MGF(λ) (λ > 0, from rest) or gradient flow (λ = 0) from w₀
+    (``(2d,)``): SciPy's DOP853 with an event at each zero of each coordinate's velocity (where |w| turns; gradient
+    flow: ẇ = ∓∇L⊙w± turns where ∇L_i does), the largest of w² at the events and the two ends."""
+    d = b.shape[0]
+    n = 2 * d
+
+    def grad_w(w):
+        return _w_gradient(H, b, w)[0]
+
+    if lam > 0.0:
+        def rhs(t, z):
+            return np.concatenate([z[n:], -(z[n:] + grad_w(z[:n])) / lam])
+        z0 = np.concatenate([w0, np.zeros(n)])
+        events = [(lambda t, z, j=j: z[n + j]) for j in range(n)]
+    else:
+        def rhs(t, z):
+            return -grad_w(z)
+        z0 = np.asarray(w0, float)
+        events = [(lambda t, z, j=j: _w_gradient(H, b, z)[1][j]) for j in range(d)]
+    sol = solve_ivp(rhs, (0.0, t_max), z0, method="DOP853", rtol=rtol, atol=atol, events=events)
+    if not sol.success:
+        raise RuntimeError(f"DOP853 failed for lambda = {lam}: {sol.message}")
+    points = [z0[:n], sol.y[:n, -1]] + [ye[:, :n] for ye in sol.y_events if len(ye)]
+    return max(float(np.max(np.square(p))) for p in points)

@@ -498,12 +498,14 @@ def test_the_adaptive_schemes_step_functions_count_no_references():
     for f in (flow_rodas._attempt, flow_rodas._rhs, flow_rodas._factor, flow_rodas._error_norm,
               flow_rodas_gf._attempt_mirror, flow_rodas_gf._error_norm_mirror, flow_ndf._vector_field,
               flow_ndf._rms, flow_ndf._change_D, flow_ndf._set_rows, flow_rodas_run._dense_ends,
-              flow_rodas_run._dense_slopes, flow_rodas_run._dense_owed, flow_rodas_run._any_may_cross,
+              flow_rodas_run._dense_slopes, flow_rodas_run._form_dense, flow_rodas_run._any_may_cross,
+              flow_rodas_run._any_may_turn, flow_rodas_run._turn_peaks,
               flow_rodas_run._crossings, flow_stop._stop_status, flow_stop._stop_before_step, small_linalg._cholesky,
               small_linalg._cholesky_solve, K._axpy_columns, flow_dop853._attempt_explicit,
               flow_dop853._error_norm_explicit, flow_dop853._dense_explicit, flow_dop853._stiff,
               flow_dop853._rho_hat, flow_dop853._explicit_hopeless,
-              dense_output._dense_eval, dense_output._dense_root, flow_schedule._owed_row,
+              dense_output._dense_eval, dense_output._dense_root, dense_output._dense_slope,
+              dense_output._dense_extremes, flow_schedule._owed_row,
               flow_schedule._step_of_record, flow_schedule._initial_point_owed, flow_schedule._no_row_for_next_step):
         assert f.targetoptions.get("_nrt") is False, f.py_func.__name__
 
