@@ -176,7 +176,8 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
         Stop at the first grid point whose train loss is ``<= tol`` (status ``converged``).
     record : Record, optional
         Recorded grid points (``every``/``times`` in time units; ``"rodas"``, ``"ndf"``: points of the dense output at
-        those times, or ``Record(accepted=True)``: the initial point and every accepted step); rows carry θ,
+        those times (inside a step of MGF's explicit start: of a DOP853 step from the step's start), or
+        ``Record(accepted=True)``: the initial point and every accepted step); rows carry θ,
         w₊, w₋, Δ, the losses and, in ``trajectory.extra``, the velocities ``w_plus_dot``/``w_minus_dot``.
     progress : bool or "log", optional
         A tqdm bar (True), none (False), or a line on stderr every few seconds (``"log"``: batch jobs, log

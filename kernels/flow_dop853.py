@@ -14,8 +14,11 @@ DOP853 and switches, once and for good, to Rodas5P (:func:`.flow_rodas_run._roda
 **DOP853** (Hairer, Nørsett & Wanner, *Solving ODEs I*, 2nd ed., II.10; the coefficients of Hairer's ``dop853.f``)
 has order 8 with embedded estimates of orders 5 and 3 and a dense output of order 7. On a fast decaying mode that
 dense output is poor well inside the stability region (at h·ρ = 4.4, 0.17 of the mode's amplitude mid-step), so
-its steps are capped at h·ρ̂ ≤ ``DENSE_H_RHO`` (below). Between shorter steps the dense output errs by up to about
-15 times the steps' ends (measured at λ = 0.05 early on, ``benchmarks/README.md``, "The explicit start's step cap").
+its steps are capped at h·ρ̂ ≤ ``DENSE_H_RHO`` (below). Between shorter steps the dense output erred by up to about
+15 times the steps' ends (measured at λ = 0.05 early on, ``benchmarks/README.md``, "The explicit start's step cap"),
+so a record inside a step of the explicit phase (``PHASE`` 0: not in its last, after which the run switches) is
+the end of a DOP853 step from that step's start (:func:`_explicit_point`); the crossings and the turns of w± are
+located on the dense output.
 
 Method (coefficients as data: ``DOP_C``, ``DOP_A``, ``DOP_B``, ``DOP_E5``, ``DOP_E3``, ``DOP_D``)
 -----------------------------------------------------------------------------------------------
@@ -58,7 +61,7 @@ import numpy as np
 from numba import njit
 
 from .config import INLINE_JIT_OPTIONS, LEAF_JIT_OPTIONS
-from .dense_output import DENSE_STATE_ROWS
+from .dense_output import DENSE_STATE_ROWS, _set_point_dense
 from .flow_rodas import H_MIN_REL, N_RHS, N_SSTATE, _error_sums, _rhs
 
 #: Nodes c_i of the twelve stages of the step and the three of the dense output (0-based).
@@ -183,6 +186,8 @@ STABLE_H_RHO = 6.1
 #: tests/test_explicit_start.py). Uncapped, at λ = 0.003-0.02 DOP853 stepped at h/λ ≈ 4-5 (its stability boundary
 #: allows it), and records between its steps erred by up to 1.2e-8 in θ (λ = 0.003) and 6.4e-8 in w₊ (λ = 0.02)
 #: where its steps' ends were within 3e-10 and 6e-10; capped, 1.5e-10 and 2.2e-9 (SciPy's DOP853 at rtol 1e-13).
+#: (Records between its steps are now DOP853 steps of their own, :func:`_explicit_point`; the cap keeps the dense
+#: output the crossings and the turns of w± are located on.)
 DENSE_H_RHO = 3.0
 #: Hairer's stiffness test on that cap: STIFF_COUNT accepted steps with h·ρ̂ > STIFF_H_RHO (held at the cap), not
 #: interrupted by NONSTIFF_COUNT in a row without, switch to Rodas5P whatever the trials say (a flow stiff from the
@@ -332,6 +337,29 @@ def _dense_explicit(X, XT, y, H, b, mode, inv_lam, h, Ys, F1, valid_p, valid_m, 
             dense[5, k, i] = (f6 - 2.0 * f5) - f4
             dense[6, k, i] = f5 - 2.0 * f6
             dense[7, k, i] = f6
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _explicit_point(X, XT, y, H, b, mode, inv_lam, hs, dense, valid_p, valid_m, ws, sub, point):
+    """w± and ẇ± at ``hs`` after the start of the last step, by one DOP853 step of size ``hs`` from that start (the
+    y₀ rows of ``dense``, which is all of the state the step reads: f's w± and ẇ± rows depend on them alone), into
+    ``point`` as the dense output of a step of length 0 there (:func:`.dense_output._set_point_dense`). A record
+    between two steps of the explicit start is taken so: its error is that of a step's end, where the dense output
+    of order 7 erred by up to 10 times as much on the fast mode (module docstring). ``sub`` = (Ys, Fs, Ks, Ye, flat,
+    counts): the step's start, f there, its stages, its end, those seen flat and a counter its right-hand sides go
+    to (not the run's: a record is not the solver's work)."""
+    Ys, Fs, Ks, Ye, flat, counts = sub
+    d = Ys.shape[1]
+    for r in range(Ys.shape[0]):
+        for i in range(d):
+            Ys[r, i] = 0.0
+    for k in range(4):
+        r = DENSE_STATE_ROWS[k]
+        for i in range(d):
+            Ys[r, i] = dense[0, k, i]
+    _rhs(X, XT, y, H, b, mode, inv_lam, Ys, valid_p, valid_m, ws[19], ws[20], ws[17], Fs)
+    _attempt_explicit(X, XT, y, H, b, mode, inv_lam, hs, Ys, Fs, valid_p, valid_m, ws, Ks, Ye, flat, counts)
+    _set_point_dense(False, Ye, point)
 
 
 @njit(**LEAF_JIT_OPTIONS)

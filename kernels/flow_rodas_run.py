@@ -58,6 +58,7 @@ from .flow_dop853 import (
     _dense_explicit,
     _error_norm_explicit,
     _explicit_hopeless,
+    _explicit_point,
     _rho_hat,
     _stiff,
 )
@@ -69,6 +70,7 @@ from .flow_rodas import (
     H_LAST,
     H_MIN_REL,
     H_NEXT,
+    N_COUNTERS,
     N_RHS,
     N_STAGES,
     ORDER,
@@ -403,6 +405,14 @@ def _rodas_advance(
     wp_buf = np.empty(d)
     wm_buf = np.empty(d)
     roots = np.zeros(6)
+    # a record inside a step of the explicit start: its DOP853 step from the step's start and its point (_record reads)
+    Ys = np.zeros((N_RK_ROWS, d))
+    Ye = np.zeros((N_RK_ROWS, d))
+    Fs = np.zeros((N_RK_ROWS, d))
+    Ks = np.zeros((N_DOP_DENSE_STAGES, N_RK_ROWS, d))
+    flat_sub = (_flat_rows(Ys), _flat_rows(Fs), _flat_stages(Ks), _flat_rows(Ye))
+    sub = (Ys, Fs, Ks, Ye, flat_sub, np.zeros(N_COUNTERS, np.int64))
+    point = np.zeros_like(dense)
     # gradient flow: the mirror state (P, G₂), its vector field and work arrays, the weights at Z0 and Z1
     wsm = _workspace_mirror(n, d)
     Z0 = np.empty((N_MIRROR_ROWS, d))
@@ -451,7 +461,11 @@ def _rodas_advance(
             tr = record_times[record_cursor[0]]
             hl = sstate[H_LAST]
             s = 1.0 if hl == 0.0 else min(max((tr - sstate[T_LAST]) / hl, 0.0), 1.0)
-            _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, dense, s,
+            source = dense
+            if s < 1.0 and not gf and sstate[PHASE] == 0.0:  # inside a step of the explicit start: by a DOP853 step
+                _explicit_point(X, XT, y, H, b, mode, inv_lam, s * hl, dense, valid_p, valid_m, ws, sub, point)
+                source, s = point, 1.0
+            _record(X, y, XT, H, b, mode, gf, w_init, X_test, y_test, source, s,
                     _step_of_record(counters[STEPS_DONE], hl, tr, t), tr, row, theta, g_tmp, resid, wp_buf, wm_buf,
                     rec_step, rec_time, rec_vectors, rec_losses, rec_vp, rec_vm)
             record_cursor[0] += 1
