@@ -20,7 +20,7 @@ largest w² (:func:`_dense_extremes`, the values at the turns of a row: zeros of
 import numpy as np
 from numba import njit
 
-from .config import LEAF_JIT_OPTIONS
+from .config import JIT_OPTIONS, LEAF_JIT_OPTIONS
 from .crossings import _safeguarded_step
 from .flow import P_INT, V_MINUS, V_PLUS, W_MINUS, W_PLUS
 
@@ -36,9 +36,10 @@ ROOT_ITERATIONS = 60
 TURN_PARTS = 8
 
 
-@njit(**LEAF_JIT_OPTIONS)
-def _dense_eval(dense, k, i, s):
-    """The dense output of row ``k``, coordinate ``i`` at fraction ``s`` of the step, and its derivative in ``s``."""
+@njit(inline="always", **JIT_OPTIONS)
+def _dense_terms(dense, k, i, s):
+    """y₀, y₁ and q, q', q'' at ``s`` of the dense output of row ``k``, coordinate ``i`` (the form of the module
+    docstring, y(s) = (1-s)y₀ + s(y₁ + (1-s)q(s)))."""
     y0 = dense[0, k, i]
     y1 = dense[1, k, i]
     c0 = dense[2, k, i]
@@ -47,9 +48,17 @@ def _dense_eval(dense, k, i, s):
     c3 = dense[5, k, i]
     c4 = dense[6, k, i]
     c5 = dense[7, k, i]
-    s1 = 1.0 - s
     q = c0 + s * (c1 + s * (c2 + s * (c3 + s * (c4 + s * c5))))
     dq = (c1 + 2.0 * s * c2) + s * s * (3.0 * c3 + s * (4.0 * c4 + s * (5.0 * c5)))
+    d2q = 2.0 * c2 + s * (6.0 * c3 + s * (12.0 * c4 + s * (20.0 * c5)))
+    return y0, y1, q, dq, d2q
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _dense_eval(dense, k, i, s):
+    """The dense output of row ``k``, coordinate ``i`` at fraction ``s`` of the step, and its derivative in ``s``."""
+    y0, y1, q, dq, _ = _dense_terms(dense, k, i, s)
+    s1 = 1.0 - s
     return s1 * y0 + s * (y1 + s1 * q), (y1 - y0) + (1.0 - 2.0 * s) * q + s * s1 * dq
 
 
@@ -78,20 +87,11 @@ def _dense_root(dense, k, i, lo, hi, s):
 
 @njit(**LEAF_JIT_OPTIONS)
 def _dense_slope(dense, k, i, s):
-    """The slope in ``s`` of the dense output of row ``k``, coordinate ``i`` at fraction ``s`` of the step, and its
-    own slope: y' = (y₁ - y₀) + (1 - 2s)q + s(1-s)q', y'' = -2q + 2(1 - 2s)q' + s(1-s)q''."""
-    y0 = dense[0, k, i]
-    y1 = dense[1, k, i]
-    c0 = dense[2, k, i]
-    c1 = dense[3, k, i]
-    c2 = dense[4, k, i]
-    c3 = dense[5, k, i]
-    c4 = dense[6, k, i]
-    c5 = dense[7, k, i]
+    """The slope in ``s`` of the dense output of row ``k``, coordinate ``i`` at fraction ``s`` of the step (as
+    :func:`_dense_eval`'s), and its own slope: y' = (y₁ - y₀) + (1 - 2s)q + s(1-s)q', y'' = -2q + 2(1 - 2s)q' +
+    s(1-s)q''."""
+    y0, y1, q, dq, d2q = _dense_terms(dense, k, i, s)
     s1 = 1.0 - s
-    q = c0 + s * (c1 + s * (c2 + s * (c3 + s * (c4 + s * c5))))
-    dq = c1 + s * (2.0 * c2 + s * (3.0 * c3 + s * (4.0 * c4 + s * (5.0 * c5))))
-    d2q = 2.0 * c2 + s * (6.0 * c3 + s * (12.0 * c4 + s * (20.0 * c5)))
     return (y1 - y0) + (1.0 - 2.0 * s) * q + s * s1 * dq, -2.0 * q + 2.0 * (1.0 - 2.0 * s) * dq + s * s1 * d2q
 
 
