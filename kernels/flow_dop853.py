@@ -345,7 +345,7 @@ def _explicit_point(X, XT, y, H, b, mode, inv_lam, hs, dense, valid_p, valid_m, 
     y₀ rows of ``dense``, which is all of the state the step reads: f's w± and ẇ± rows depend on them alone), into
     ``point`` as the dense output of a step of length 0 there (:func:`.dense_output._set_point_dense`). A record
     between two steps of the explicit start is taken so: its error is that of a step's end, where the dense output
-    of order 7 erred by up to 10 times as much on the fast mode (module docstring). ``sub`` = (Ys, Fs, Ks, Ye, flat,
+    of order 7 erred by 15-22 times as much on the fast mode (module docstring). ``sub`` = (Ys, Fs, Ks, Ye, flat,
     counts): the step's start, f there, its stages, its end, those seen flat and a counter its right-hand sides go
     to (not the run's: a record is not the solver's work)."""
     Ys, Fs, Ks, Ye, flat, counts = sub
