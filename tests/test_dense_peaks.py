@@ -29,7 +29,7 @@ def test_mgf_largest_w2_is_the_trajectory_s(problem, lam):
     t_max = 300.0
     res = dm.mgf(problem, lam, t_max=t_max, scheme="rodas")
     ref = _reference(problem, lam, t_max)
-    # the steps' own points are far under it (the case this guards), the dense output is as accurate as the run
+    # (the reference is at least the run's two ends: a check of its events; the turns inside are what is tested)
     ends = max(float(np.max(np.square(r))) for r in (res.w_plus0, res.w_minus0, res.w_plus, res.w_minus))
     assert ends <= ref * (1 + 1e-9)
     assert res.max_w2 == pytest.approx(ref, rel=1e-8)
