@@ -503,7 +503,7 @@ def test_the_adaptive_schemes_step_functions_count_no_references():
               flow_rodas_run._crossings, flow_stop._stop_status, flow_stop._stop_before_step, small_linalg._cholesky,
               small_linalg._cholesky_solve, K._axpy_columns, flow_dop853._attempt_explicit,
               flow_dop853._error_norm_explicit, flow_dop853._dense_explicit, flow_dop853._stiff,
-              flow_dop853._rho_hat, flow_dop853._explicit_hopeless,
+              flow_dop853._rho_hat, flow_dop853._explicit_hopeless, flow_dop853._explicit_point,
               dense_output._dense_eval, dense_output._dense_root, dense_output._dense_slope,
               dense_output._dense_extremes, flow_schedule._owed_row,
               flow_schedule._step_of_record, flow_schedule._initial_point_owed, flow_schedule._no_row_for_next_step):
