@@ -169,9 +169,9 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
     alpha : float
         Initialisation scale of the default ``u0 = α·1``, ``v0 = 0``.
     u0, v0 : arrays (d,), optional
-        Any initialisation with ``|u0_i| != |v0_i|``.
+        Any initialisation with ``|u0_i| != |v0_i|``, entries in (-1e150, 1e150).
     u_dot0, v_dot0 : arrays (d,), optional
-        Initial velocity (default zero, as in the paper).
+        Initial velocity (default zero, as in the paper), entries in (-1e150, 1e150).
     tol : float, optional
         Stop at the first grid point whose train loss is ``<= tol`` (status ``converged``).
     record : Record, optional
@@ -205,11 +205,11 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
         one used.
     rtol, atol : float, optional
         Tolerances of the adaptive schemes: ``rtol`` in [1e-15, 1e-2], ``atol`` in [1e-300, 1]. Defaults:
-        ``"rodas"`` 1e-9 and 1e-11 (θ within about 1e-11 of a tight reference; for MGF the default ``atol`` is
-        scaled down in proportion to the smallest initial |w±| below 0.01,
-        :func:`dlnmomentum.runs.stepping.default_atol`), ``"ndf"`` 1e-11 and 1e-13 (the same accuracy along the
-        way as ``"rodas"``'s defaults: a multistep method's error is about its tolerance); docs/guide/flows.md,
-        "Schemes".
+        ``"rodas"`` 1e-9 and 1e-11 (on the paper's problem θ at the limit within 7e-12 of a tight reference,
+        along the way within 3e-10; for MGF the default ``atol`` is scaled down in proportion to the smallest
+        initial |w±| below 0.01, :func:`dlnmomentum.runs.stepping.default_atol`), ``"ndf"`` 1e-11 and 1e-13
+        (a multistep method's error is larger at the same tolerances: at the limit within 4e-13, along the way
+        within 6e-10); docs/guide/flows.md, "Schemes".
     max_steps : int, optional
         Budget of accepted adaptive steps, in [1, 2**62] (default 1e8; status ``max_steps`` when spent).
 

@@ -15,11 +15,12 @@ factor under ``MIN_CHANGE`` is not made (CVODE's ``THRESH``, below); the Jacobia
 with every factorisation and at least every ``MAX_LU_AGE`` steps (CVODE's rule; SciPy keeps it until Newton
 fails, but here it costs only d exponentials, and with the one-iteration test a Jacobian kept while the weights
 grow by orders of magnitude let BDF5 accept unsolved steps and go unstable, at α = 1e-150); and the error
-weights are those of the Rodas scheme, so ``rtol``/``atol`` weigh errors alike in both (an absolute error ε in
-P is a relative error ε in both w±; a multistep method's global error is about its tolerance, Rodas5P's far
-under it, so the NDF's default tolerances are tighter: :data:`~dlnmomentum.runs.stepping.DEFAULT_RTOL_NDF`).
-MGF(λ > 0) keeps Rodas5P: its momentum modes are oscillatory, where BDF of order > 2 is not A-stable (measured
-in issue 22: SciPy's BDF ran for minutes on MGF(0.05) where LSODA took 2.5 s).
+weights are those of the Rodas scheme, so ``rtol``/``atol`` weigh errors alike in both (:mod:`.flow_rodas_gf`;
+a multistep method's global error is larger at the same tolerances, so the NDF's default tolerances are tighter:
+:data:`~dlnmomentum.runs.stepping.DEFAULT_RTOL_NDF`).
+MGF(λ > 0) keeps Rodas5P: its momentum modes are oscillatory, where BDF of order > 2 is not A-stable (SciPy's BDF
+with the analytic Jacobian took 3.5 times LSODA's time on MGF(0.05) to train loss 1e-20, 2026-11-29:
+``benchmarks/README.md``, "Long horizons").
 The measurements that chose it, on the paper's problem to train loss 1e-20: ``benchmarks/README.md``, "Long
 horizons" (``benchmarks/experiment_gf_multistep.py`` for the coordinates and Newton tests tried).
 
@@ -46,7 +47,8 @@ k + 1 steps of equal size the order moves by at most one and the step by a facto
 changes h, and so c and the factorisation, for any factor). Measured on the paper's problem to train loss 1e-20 at
 the default tolerances (2026-11-27): 2 036 steps, 4 438 right-hand sides and 129 factorisations against 1 741,
 4 467 and 298 (a matrix kept at the same c lets Newton converge in 1.2 iterations a step instead of 1.6), and θ
-along the way (t = 2 to 2000, against SciPy's Radau at rtol 1e-13) within 3.9e-10 against 8.2e-10.
+along the way (at t = 2, 5, 10, 20, 50, 200, 2000, against SciPy's Radau at rtol 1e-13) within 3.9e-10 against
+8.2e-10 (now 2 033 steps, and 5.5e-10 at every 0.25 to t = 10, then to 2000: ``DEFAULT_RTOL_NDF``).
 The dense output of the last step is the interpolating polynomial of the difference array (SciPy's ``BdfDenseOutput``):
 :math:`y(t_n + s) = D_0 + \sum_{j=1}^k D_j\prod_{i<j}(s + ih)/((i+1)h)`, s ∈ [−h, 0].
 
@@ -76,7 +78,7 @@ of ``fstate`` (w±, ẇ±, P, G₂, J± = G₂, running min of Δ and max of w²
 import numpy as np
 from numba import njit
 
-from .config import JIT_OPTIONS, LEAF_JIT_OPTIONS, OVERFLOW
+from .config import INLINE_JIT_OPTIONS, JIT_OPTIONS, LEAF_JIT_OPTIONS, OVERFLOW
 from .flow import G2_INT, MAX_W2, MIN_DELTA, P_INT, STEPS_DONE
 from .flow_rodas import (
     FAILED,
@@ -228,6 +230,21 @@ def _error_weights(Y, rtol, atol, scale):
     for r in range(Y.shape[0]):
         for q in range(Y.shape[1]):
             scale[r, q] = atol + rtol * max(abs(Y[r, q]), 1.0)
+
+
+#: The NDF's smallest step near t = 0 (:func:`_h_min`).
+H_MIN_ABS = 1e-300
+
+
+@njit(**INLINE_JIT_OPTIONS)
+def _h_min(t):
+    """The smallest step of the NDF at time t ≥ 0, max(H_MIN_REL·t, H_MIN_ABS): a shorter one that does not land on
+    t_max ends the run as diverged. Rodas5P's floor, H_MIN_REL·max(t, 1), was the NDF's until 2026-11-29: at order 1
+    its first steps on data scaled by 1e3 are under 1e-14 (the G₂ row, whose rate g⊙g is 1e6 times the unscaled
+    data's, sets them), and it ended "diverged" at t = 0 where Rodas5P, of order 5 from its first step, ran.
+    Rodas5P keeps its floor: MGF from weights of 1e149, which it ends "diverged" at t = 0, ran for more than five
+    minutes with this one."""
+    return max(H_MIN_REL * t, H_MIN_ABS)
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -400,14 +417,14 @@ def _ndf_advance(
         error_norm = 0.0
         safety = 0.0
         while True:
-            if not (h >= H_MIN_REL * max(t, 1.0)):
-                break
             if t + h >= t_max or t + 1.0001 * h >= t_max:
                 if h != t_max - t:
                     _change_D(D, order, (t_max - t) / h, R, U, RU, tmp)
                     h = t_max - t
                     n_equal = 0
                 last = True
+            if not (last or h >= _h_min(t)):
+                break
             # the predictor, ψ and the Newton weights
             # (passes over the rows of D, which vectorise; each sum in the order i = 0, 1, ...)
             for r in range(N_MIRROR_ROWS):

@@ -77,7 +77,7 @@ the error of ∇L over the run: about 600·rtol for w and 60·rtol for J there, 
 helped by a smaller atol (``scripts/accuracy_small_weights.py``). The controller is a PI controller
 (``SAFETY``, exponents ``PI_ALPHA``, ``PI_BETA``, step factors in ``[FAC_MIN, FAC_MAX]``, no growth right
 after a rejection); a step whose new point is not finite or overflows is rejected with a quarter of the step;
-a step below ``H_MIN_REL·max(t, 1)`` ends the run as diverged (``sstate[FAILED] = 1``).
+a step below ``H_MIN_REL·max(t, 1)`` that does not land on t_max ends the run as diverged (``sstate[FAILED] = 1``).
 
 Crossings, records, state (the driver :mod:`.flow_rodas_run`)
 --------------------------------------------------------------
@@ -162,7 +162,9 @@ PI_ALPHA = 0.7 / ORDER  # exponent of the current error
 PI_BETA = 0.4 / ORDER   # exponent of the previous accepted error
 FAC_MIN = 0.2
 FAC_MAX = 6.0
-#: A step below H_MIN_REL·max(t, 1) cannot be told apart from t: the run is reported as diverged.
+#: A step below H_MIN_REL·max(t, 1) that does not land on t_max cannot be told apart from t, or is a blow-up (weights
+#: of 1e149, whose dynamics run on a time scale of about 1e-300): the run is reported as diverged. (The NDF, whose
+#: first steps are of order 1, has a lower floor near t = 0: :func:`.flow_ndf._h_min`.)
 H_MIN_REL = 1e-13
 #: The reduced (d × d) solve is used while every |α ± βg| is at least this fraction of α.
 REDUCED_MIN = 0.1

@@ -499,7 +499,7 @@ def _rodas_advance(
             if t + h >= t_max or t + 1.0001 * h >= t_max:
                 h = t_max - t
                 last = True
-            if not (h >= H_MIN_REL * max(t, 1.0)):
+            if not (last or h >= H_MIN_REL * max(t, 1.0)):
                 break
             by_dop = explicit and not trial
             if gf:

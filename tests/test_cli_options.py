@@ -70,8 +70,10 @@ CASES = [
     (FLOW + ["--scheme", "rodas", "--no-refine-start"], "--no-refine-start is for the fixed-grid schemes ('rk4', "
      "'exp-rk4'); --scheme rodas chooses its own steps (set --rtol and --atol) and records at times (--record-every "
      "or --record-log)"),
-    (FLOW + ["--scheme", "rk4", "--rtol", "1e-9"], "--rtol is for the adaptive schemes ('rodas'), which a fixed step "
-     "--h, a start refinement or Record(steps=...) rule out; got --scheme rk4"),
+    (FLOW + ["--scheme", "rk4", "--rtol", "1e-9"], "--rtol is for the adaptive schemes ('rodas'); got --scheme rk4"),
+    (FLOW + ["--h", "0.01", "--rtol", "1e-9"], "--rtol is for the adaptive schemes ('rodas'), which --h rules out"),
+    (FLOW + ["--no-refine-start", "--max-steps", "10"], "--max-steps is for the adaptive schemes ('rodas'), which "
+     "--no-refine-start rules out"),
     (["sweep", "--gammas", "0.01", "--betas", "0.5", "--steps", "10", "--block-size", "9"],
      "--block-size must be a multiple of 8"),
     (FLOW + ["--record-every", "-1"], "--record-every must be in (0, inf)"),
@@ -87,11 +89,11 @@ CASES = [
     (["flow", "--gf", "--t-max", "-INF"], "--t-max must be finite and in (0, inf), got -inf"),
     (FLOW + ["--scheme", "rodas", "--rtol", "-1E-9"], "--rtol must be in [1e-15, 0.01], got -1e-09"),
     (["flow", "--lam", "-1e-3", "--t-max", "10"], "--lam must be in [0, 1e+100], got -0.001"),
-    (["sweep", "--lams", "-1e-3,2", "--t-max", "5"], "--lams (entry 1) must be in [0, inf)"),
+    (["sweep", "--lams", "-1e-3,2", "--t-max", "5"], "--lams (entry 1) must be in [0, 1e+100]"),
     # sweep
     (["sweep", "--gammas", "0.1", "--betas", "2", "--steps", "10"], "--betas (entry 1) must be in [0, 1), got 2.0"),
     (["sweep", "--gammas", "0.1,-1", "--betas", "0", "--steps", "10"], "--gammas (entry 2) must be in (0, inf)"),
-    (["sweep", "--lams", "-1", "--t-max", "5"], "--lams (entry 1) must be in [0, inf)"),
+    (["sweep", "--lams", "-1", "--t-max", "5"], "--lams (entry 1) must be in [0, 1e+100]"),
     (["sweep", "--lams", "0,5e-324", "--t-max", "5"], "--lams (entry 2) must be 0 (gradient flow) or in"),
     (["sweep", "--pairs", "0.1/2", "--steps", "10"], "--pairs (entry 1, beta) must be in [0, 1)"),
     (["sweep", "--gammas", "0.1", "--betas", "0", "--pairs", "0.1/0", "--steps", "10"],

@@ -101,8 +101,8 @@ def initial_weights(d, alpha, u0, v0):
     else:
         if alpha != DEFAULT_ALPHA:
             raise ValueError(f"alpha sets the default u0 = alpha * 1: give alpha ({alpha!r}) or u0, not both")
-        u0 = _weights("u0", u0, d)
-    v0 = np.zeros(d) if v0 is None else _weights("v0", v0, d)
+        u0 = as_bounded_vector("u0", u0, d)
+    v0 = np.zeros(d) if v0 is None else as_bounded_vector("v0", v0, d)
     delta0 = np.abs(u0 * u0 - v0 * v0)
     if not np.all(delta0 > 0):
         bad = np.flatnonzero(~(delta0 > 0))[:5].tolist()
@@ -117,7 +117,9 @@ def initial_weights(d, alpha, u0, v0):
     return u0, v0
 
 
-def _weights(name, value, d):
+def as_bounded_vector(name, value, d):
+    """A finite float vector of length d with entries below WEIGHT_LIMIT in magnitude: initial weights and velocities,
+    which the kernels square (and count as diverged at that bound)."""
     w = as_array(name, value, ndim=1, shape=(d,))
     if np.any(np.abs(w) >= WEIGHT_LIMIT):  # (the kernels count |w| >= OVERFLOW = WEIGHT_LIMIT as diverged)
         i = int(np.flatnonzero(np.abs(w) >= WEIGHT_LIMIT)[0])

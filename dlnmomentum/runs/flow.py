@@ -69,8 +69,16 @@ from ..results import (
     trajectory_from_blocks,
 )
 from ..status import DIVERGED, Status
-from ..validate import ParameterValueError, as_array, as_float, as_int, check_data_scale
-from .common import check_gradient_form, check_problem, check_record, gradient_cost, gradient_mode, initial_weights
+from ..validate import ParameterValueError, as_float, as_int, check_data_scale
+from .common import (
+    as_bounded_vector,
+    check_gradient_form,
+    check_problem,
+    check_record,
+    gradient_cost,
+    gradient_mode,
+    initial_weights,
+)
 from .stepping import (
     ADAPTIVE_SCHEMES,
     DEFAULT_MAX_CROSSINGS,
@@ -312,7 +320,8 @@ class FlowResult(ResultMixin):
             why = ("far past the limit, time has too few digits to resolve its last rounding-level drift; pass "
                    "tol= to stop at the limit, or a smaller t_max" if self.train_loss < 1e-8 else
                    "the solver could not continue the flow there (a blow-up, or stiffness beyond float64)")
-            return (f"diverged: the adaptive step size fell below {H_MIN_REL:g}·max(t, 1) at a finite state "
+            floor = f"{H_MIN_REL:g}·t" if self.config.scheme == "ndf" else f"{H_MIN_REL:g}·max(t, 1)"
+            return (f"diverged: the adaptive step size fell below {floor} at a finite state "
                     f"(train loss {self.train_loss:.3g}): {why}")
         return super().message
 
@@ -545,8 +554,8 @@ def _init_state(w_plus0, w_minus0, w_plus_dot0, w_minus_dot0):
 
 
 def _initial_velocity(d, u_dot0, v_dot0):
-    u_dot0 = np.zeros(d) if u_dot0 is None else as_array("u_dot0", u_dot0, ndim=1, shape=(d,))
-    v_dot0 = np.zeros(d) if v_dot0 is None else as_array("v_dot0", v_dot0, ndim=1, shape=(d,))
+    u_dot0 = np.zeros(d) if u_dot0 is None else as_bounded_vector("u_dot0", u_dot0, d)
+    v_dot0 = np.zeros(d) if v_dot0 is None else as_bounded_vector("v_dot0", v_dot0, d)
     return u_dot0, v_dot0
 
 

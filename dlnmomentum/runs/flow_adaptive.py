@@ -275,17 +275,19 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
     if scheme == "ndf":
         choose_scheme(scheme, lam_checked, 0.0)  # (refuses MGF(lam > 0) by name, before any work)
     adaptive_names = "'rodas' or 'ndf'" if lam_checked == 0.0 else "'rodas'"
+    # what puts the run on the fixed grid, named in the messages below
+    grid_cause = "h" if h is not None else ("refine_start" if not isinstance(refine_start, str)
+                                            or refine_start != "auto" else "record=Record(steps=...)")
     if scheme in ADAPTIVE_SCHEMES and fixed_grid:
-        what = "h" if h is not None else ("refine_start" if not isinstance(refine_start, str) or refine_start != "auto"
-                                          else "record=Record(steps=...)")
+        what = grid_cause
         raise ParameterValueError(f"{what} is for the fixed-grid schemes ('rk4', 'exp-rk4'); scheme={scheme!r} "
                                   f"chooses its own steps (set rtol and atol) and records at times ({TIME_RECORDS})",
                                   what, "scheme=", "rtol", "atol", TIME_RECORDS)
     if adaptive_args and (scheme in ("rk4", "exp-rk4") or fixed_grid):
+        why = f"; got scheme={scheme!r}" if scheme in ("rk4", "exp-rk4") else f", which {grid_cause} rules out"
         raise ParameterValueError(f"{', '.join(adaptive_args)} {'is' if len(adaptive_args) == 1 else 'are'} for "
-                                  f"the adaptive schemes ({adaptive_names}), which a fixed step h, a start refinement "
-                                  f"or Record(steps=...) rule out; got scheme={scheme!r}", *adaptive_args, "scheme=",
-                                  "h")
+                                  f"the adaptive schemes ({adaptive_names}){why}", *adaptive_args, "scheme=", "h",
+                                  "refine_start")
     accepted = record is not None and bool(record.accepted)
     if accepted and (scheme in ("rk4", "exp-rk4") or fixed_grid):
         what = f"scheme={scheme!r}" if scheme in ("rk4", "exp-rk4") else ("h" if h is not None else "refine_start")

@@ -28,7 +28,7 @@ from ..problem import Problem, sparse_regression
 from ..runs.common import as_alpha, check_gradient_form, initial_weights
 from ..runs.mgd import make_config as make_mgd_config
 from ..runs.points import SCALAR_FIELDS, VECTOR_FIELDS
-from ..runs.stepping import as_lam, check_scheme
+from ..runs.stepping import LAM_MAX, as_lam, check_scheme
 from ..store.files import to_jsonable
 from ..store.sweep_format import FORMAT_NAME, FORMAT_VERSION
 from ..validate import MAX_GRID, MAX_STEPS, ParameterValueError, as_bool, as_float, as_int, as_seed, check_sweep_size
@@ -306,7 +306,7 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
             raise ParameterValueError("batch_size is for discrete (SMGD) sweeps", "batch_size")
         if problem is not None and reps > 1:
             raise ValueError("reps > 1 with a fixed Problem would repeat identical flows; pass a spec")
-        lams = as_grid("lams", lams, low=0.0)
+        lams = as_grid("lams", lams, low=0.0, high=LAM_MAX)  # (the range of dm.mgf's lam; LAM_MIN: as_lam, below)
         for i, lam in enumerate(lams):  # each a flow's lambda: 0 or in [LAM_MIN, LAM_MAX], as dm.mgf checks it
             as_lam(f"lams[{i}]", float(lam))
         check_sweep_size(reps, {"lams": len(lams)})
