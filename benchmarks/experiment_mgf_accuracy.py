@@ -49,7 +49,11 @@ import dlnmomentum as dm  # noqa: E402
 LAMS = (1e-3, 0.05, 1.0)
 T_MAX = 1e7
 TOL = 1e-20
-T_ALONG = (2.0, 5.0, 10.0, 20.0, 50.0, 200.0, 2000.0)
+#: The times along the way: every 0.25 from 0.5 to 10, where the weights leave the initialisation and errors grow
+#: fastest (at λ = 1e-3 the default call's error peaks near t = 3, between the 2, 5, 10, ... this file used before
+#: 2026-11-29, which put it at half its size), then the slow phase to 2000. ``experiment_gf_multistep.py`` uses them.
+T_ALONG = tuple(0.5 + 0.25 * k for k in range(39)) + (12.0, 15.0, 20.0, 30.0, 50.0, 100.0, 200.0, 500.0, 1000.0,
+                                                      2000.0)
 LSODA_RTOL, LSODA_ATOL = 1e-10, 1e-12  # bench_rodas.py's peer tolerances
 #: (rtol, atol) of the package; None: its default (rtol 1e-9, atol 1e-11 at α = 0.01).
 #: After the first seven, (1e-8, 1e-9), (1e-7, 1e-9) on the loose side and four between (1e-10, 1e-12) and the

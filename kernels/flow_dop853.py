@@ -14,8 +14,9 @@ DOP853 and switches, once and for good, to Rodas5P (:func:`.flow_rodas_run._roda
 **DOP853** (Hairer, Nørsett & Wanner, *Solving ODEs I*, 2nd ed., II.10; the coefficients of Hairer's ``dop853.f``)
 has order 8 with embedded estimates of orders 5 and 3 and a dense output of order 7. On a fast decaying mode that
 dense output is poor well inside the stability region (at h·ρ = 4.4, 0.17 of the mode's amplitude mid-step), so
-its steps are capped at h·ρ̂ ≤ ``DENSE_H_RHO`` (below). Between shorter steps the dense output erred by up to about
-15 times the steps' ends (measured at λ = 0.05 early on, ``benchmarks/README.md``, "The explicit start's step cap"),
+its steps are capped at h·ρ̂ ≤ ``DENSE_H_RHO`` (below). Between shorter steps the dense output erred by up to 15-22
+times the steps' ends (at λ = 0.05 early on, at the steps' midpoints and at records every 0.01:
+``benchmarks/README.md``, "The explicit start's step cap"),
 so a record inside a step of the explicit phase (``PHASE`` 0: not in its last, after which the run switches) is
 the end of a DOP853 step from that step's start (:func:`_explicit_point`); the crossings and the turns of w± are
 located on the dense output.

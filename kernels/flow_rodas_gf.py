@@ -44,7 +44,12 @@ State rows ``MIRROR_P`` (P) and ``MIRROR_G2`` (G₂). With :math:`\sigma = (w_+^
 Error control: the weighted RMS norm of the embedded error over P and G₂, each against
 ``atol + rtol·max(|y|, 1)``: an absolute error ε in the exponent P is a relative error ε in both w±,
 which is what the w± rows of MGF are measured by (:func:`.flow_rodas._error_norm`), and G₂ enters the
-theory as an exponent too. A step whose weights overflow (``OVERFLOW``) or are not finite is rejected.
+theory as an exponent too. Where |P| > 1 (up to 5.3 on the paper's problem) the weight so allows w± a relative
+error up to rtol·|P|. Weighing P absolutely instead (atol + rtol) was measured on the paper's problem (2026-11-29,
+``benchmarks/experiment_gf_multistep.py``'s times): θ along the way 1.3-1.6 times closer to SciPy's Radau (NDF
+4.3e-10 against 5.5e-10, Rodas5P 1.1e-9 against 1.8e-9, both worst at t = 1.25 as the weights escape) for 7 % and
+15 % more steps to train loss 1e-20, about what tighter tolerances buy: not kept. A step whose weights overflow
+(``OVERFLOW``) or are not finite is rejected.
 """
 
 import numpy as np

@@ -61,7 +61,7 @@ def _size_flags(p):
     g = p.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="small grids and caps: every figure in minutes (default)")
     g.add_argument("--full", action="store_true",
-                   help="the paper's sizes and tolerances (all figures: 642 s on 2 cores, benchmarks/README.md; "
+                   help="the paper's sizes and tolerances (all figures: 738 s on 2 cores, benchmarks/README.md; "
                         "resumable)")
     g.add_argument("--tiny", action="store_true", help="seconds (for tests)")
     p.add_argument("--out", default="figures", help="folder for the stores and images (default: figures)")

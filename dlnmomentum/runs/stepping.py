@@ -100,18 +100,18 @@ GRID_SCHEMES = ("rk4", "exp-rk4")
 ADAPTIVE_SCHEMES = ("rodas", "ndf")
 SCHEMES = GRID_SCHEMES + ADAPTIVE_SCHEMES
 SCHEME_CHOICES = SCHEMES + ("auto",)
-#: Default tolerances of the adaptive scheme: θ within about 1e-11 of SciPy's Radau/DOP853 at rtol 1e-12 on
-#: the paper's problem at t = 2000, for λ in {0, 0.01, 0.5, 2} (at most 6e-12; rtol 1e-10 gives 6e-13 with
-#: 1.7x the steps), and at the limit (train loss 1e-20) within 7.3e-12 of Radau at rtol 1e-13 for λ in {1e-3, 0.05,
-#: 1}; while the weights escape from α = 0.01 (t = 2-10) the error is larger, 1.1e-10 to 1.7e-10, and rtol 3e-10
-#: brings it under 1e-10 (6.3e-11) with about 1.3x the steps (``benchmarks/experiment_mgf_accuracy.py``;
-#: benchmarks/README.md, "Long horizons"). tests/test_rodas.py checks 1e-10 against the fixed-step schemes at
-#: t = 2000 and 1e-9 at the limit.
+#: Default tolerances of ``"rodas"``: on the paper's problem θ at the limit (train loss 1e-20) within 6.6e-12 of
+#: SciPy's Radau at rtol 1e-13 for λ in {1e-3, 0.05, 1} (SciPy's LSODA at rtol 1e-10: 4.1e-12-4.6e-12); along the
+#: way (every 0.25 to t = 10, then to 2000) within 2.6e-10, 9.9e-11, 7.7e-11, the largest while the weights escape
+#: from α = 0.01 (LSODA: 6.1e-10, 2.3e-10, 2.0e-10); rtol 3e-10 brings it under 1e-10 at all three (7.0e-11) with
+#: about 1.3x the steps (``benchmarks/experiment_mgf_accuracy.py``, 2026-11-29; benchmarks/README.md, "Long
+#: horizons"). tests/test_rodas.py checks 1e-10 against the fixed-step schemes at t = 2000 and 1e-9 at the limit.
 DEFAULT_RTOL = 1e-9
 DEFAULT_ATOL = 1e-11
-#: Default rtol of the NDF (``"ndf"``, gradient flow): the accuracy along the way of Rodas5P at DEFAULT_RTOL (a
-#: multistep method's global error is about its tolerance; Rodas5P's is far under it): θ(20) within 7e-11 of SciPy's
-#: Radau at rtol 1e-13 on the paper's problem for both (benchmarks/README.md, "Long horizons").
+#: Default rtol of the NDF (``"ndf"``, gradient flow), tighter than Rodas5P's: a multistep method's global error is
+#: larger at the same tolerances. θ along the way (as above) within 5.5e-10 of SciPy's Radau at rtol 1e-13 on the
+#: paper's problem, against 1.8e-9 for ``"rodas"`` at DEFAULT_RTOL and 2.0e-10 for SciPy's LSODA at rtol 1e-10 (met
+#: at rtol 1e-12); at the limit within 3.1e-13 (``benchmarks/experiment_gf_multistep.py``, 2026-11-29).
 DEFAULT_RTOL_NDF = 1e-11
 DEFAULT_ATOL_NDF = 1e-13
 #: The initial weight scale at which DEFAULT_ATOL holds; below it (MGF only) the default atol shrinks in
