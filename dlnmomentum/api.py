@@ -205,8 +205,8 @@ def mgf(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=None, u_dot0=Non
         one used.
     rtol, atol : float, optional
         Tolerances of the adaptive schemes: ``rtol`` in [1e-15, 1e-2], ``atol`` in [1e-300, 1]. Defaults:
-        ``"rodas"`` 1e-9 and 1e-11 (on the paper's problem θ at the limit within 7e-12 of a tight reference,
-        along the way within 3e-10; for MGF the default ``atol`` is scaled down in proportion to the smallest
+        ``"rodas"`` 1e-9 and 1e-11 (MGF on the paper's problem: θ at the limit within 7e-12 of a tight
+        reference, along the way within 3e-10; for MGF the default ``atol`` is scaled down in proportion to the smallest
         initial |w±| below 0.01, :func:`dlnmomentum.runs.stepping.default_atol`), ``"ndf"`` 1e-11 and 1e-13
         (a multistep method's error is larger at the same tolerances: at the limit within 4e-13, along the way
         within 6e-10); docs/guide/flows.md, "Schemes".
