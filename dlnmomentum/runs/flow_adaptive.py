@@ -279,10 +279,9 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
     grid_cause = "h" if h is not None else ("refine_start" if not isinstance(refine_start, str)
                                             or refine_start != "auto" else "record=Record(steps=...)")
     if scheme in ADAPTIVE_SCHEMES and fixed_grid:
-        what = grid_cause
-        raise ParameterValueError(f"{what} is for the fixed-grid schemes ('rk4', 'exp-rk4'); scheme={scheme!r} "
+        raise ParameterValueError(f"{grid_cause} is for the fixed-grid schemes ('rk4', 'exp-rk4'); scheme={scheme!r} "
                                   f"chooses its own steps (set rtol and atol) and records at times ({TIME_RECORDS})",
-                                  what, "scheme=", "rtol", "atol", TIME_RECORDS)
+                                  grid_cause, "scheme=", "rtol", "atol", TIME_RECORDS)
     if adaptive_args and (scheme in ("rk4", "exp-rk4") or fixed_grid):
         why = f"; got scheme={scheme!r}" if scheme in ("rk4", "exp-rk4") else f", which {grid_cause} rules out"
         raise ParameterValueError(f"{', '.join(adaptive_args)} {'is' if len(adaptive_args) == 1 else 'are'} for "
@@ -290,7 +289,8 @@ def prepare_flow_run(problem, lam, *, t_max, h=None, alpha=0.01, u0=None, v0=Non
                                   "refine_start")
     accepted = record is not None and bool(record.accepted)
     if accepted and (scheme in ("rk4", "exp-rk4") or fixed_grid):
-        what = f"scheme={scheme!r}" if scheme in ("rk4", "exp-rk4") else ("h" if h is not None else "refine_start")
+        # (a Record(accepted=True) has no steps=: a grid here is h's or refine_start's)
+        what = f"scheme={scheme!r}" if scheme in ("rk4", "exp-rk4") else grid_cause
         raise ParameterValueError(f"{ACCEPTED_RECORDS} records the steps of an adaptive scheme ({adaptive_names}), "
                                   f"which {what} rules out; a flow on a grid records every step with {GRID_RECORDS}",
                                   ACCEPTED_RECORDS, GRID_RECORDS, "scheme=", "h", "refine_start")
