@@ -49,7 +49,8 @@ the default tolerances (2026-11-27): 2 036 steps, 4 438 right-hand sides and 129
 4 467 and 298 (a matrix kept at the same c lets Newton converge in 1.2 iterations a step instead of 1.6), and θ
 along the way (at t = 2, 5, 10, 20, 50, 200, 2000, against SciPy's Radau at rtol 1e-13) within 3.9e-10 against
 8.2e-10 (now 2 033 steps, and 5.5e-10 at every 0.25 to t = 10, then to 2000: ``DEFAULT_RTOL_NDF``).
-The dense output of the last step is the interpolating polynomial of the difference array (SciPy's ``BdfDenseOutput``):
+The dense output of the last step is the interpolating polynomial of the difference array (SciPy's ``BdfDenseOutput``,
+:mod:`.ndf_dense`):
 :math:`y(t_n + s) = D_0 + \sum_{j=1}^k D_j\prod_{i<j}(s + ih)/((i+1)h)`, s ∈ [−h, 0].
 
 Newton's iteration and the Jacobian
@@ -70,9 +71,11 @@ rule's ``FLOOR_*``) and ``ORDER_NOW``, ``N_EQUAL``, ``CRATE``, ``LU_C`` (c of th
 ``LU_AGE`` (accepted steps since it). After a step D[0] is set to the new point y itself (the update of the
 differences gives it up to a rounding), so the state rows, records and the next step read one point.
 The factorisation itself is not state: it is a function of (P_J, c), rebuilt bit for bit where a call starts
-(without counting it), so chunks and resumes change no bit and no count. After each accepted step the flow rows
-of ``fstate`` (w±, ẇ±, P, G₂, J± = G₂, running min of Δ and max of w²) are filled from (P, G₂) as
-:mod:`.flow_rodas_run` does, so results, stores and theory read the same rows for every scheme.
+(without counting it), and so is ∇L at the current point, which the search for turns inside the next step reads;
+so chunks and resumes change no bit and no count. After each accepted step the flow rows
+of ``fstate`` (w±, ẇ±, P, G₂, J± = G₂, running min of Δ and max of w², the latter also at the turns of P inside
+the step: :func:`.ndf_dense._turn_peaks`) are filled from (P, G₂) as :mod:`.flow_rodas_run` does, so results, stores and
+theory read the same rows for every scheme.
 """
 
 import numpy as np
@@ -97,10 +100,10 @@ from .flow_rodas_gf import MIRROR_G2, MIRROR_P, N_MIRROR_ROWS, _factor_mirror, _
 from .flow_rodas_run import _mirror_point, _record_mirror, _valid_for_j
 from .flow_schedule import BLOCK_FULL, _initial_point_owed, _no_row_for_next_step, _owed_row, _step_of_record
 from .flow_stop import _data_bounds, _stop_before_step
+from .ndf_dense import MAX_ORDER, _dense_p, _turn_peaks
 from .status import DIVERGED, RUNNING
 
-# -- the NDF (Shampine & Reichelt 1997), as SciPy's BDF ------------------------------------------
-MAX_ORDER = 5
+# -- the NDF (Shampine & Reichelt 1997), as SciPy's BDF (MAX_ORDER: .ndf_dense) ----------------
 #: κ_k of the NDF of order k (Shampine & Reichelt; κ₅ = 0: BDF5).
 KAPPA = np.array([0.0, -0.1850, -1.0 / 9.0, -0.0823, -0.0415, 0.0])
 #: γ_k = Σ_{j≤k} 1/j.
@@ -168,19 +171,6 @@ def _compute_R(order, factor, M):
         M[i, 0] = 0.0
         for j in range(1, order + 1):
             M[i, j] = M[i - 1, j] * (i - 1 - factor * j) / i
-
-
-@njit(**LEAF_JIT_OPTIONS)
-def _dense_p(D, order, t, h, tr, out):
-    """P at time ``tr`` (in the last step, [t − h, t]) from the difference array (module docstring)."""
-    d = out.shape[0]
-    for q in range(d):
-        out[q] = D[0, MIRROR_P, q]
-    p = 1.0
-    for j in range(1, order + 1):
-        p *= (tr - (t - (j - 1) * h)) / (h * j)
-        for q in range(d):
-            out[q] += D[j, MIRROR_P, q] * p
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -338,6 +328,7 @@ def _ndf_advance(
     U = np.empty((MAX_ORDER + 1, MAX_ORDER + 1))
     RU = np.empty((MAX_ORDER + 1, MAX_ORDER + 1))
     tmp = np.empty((MAX_ORDER + 1, N_MIRROR_ROWS, d))
+    basis = np.empty((2, MAX_ORDER + 1))
     # views made once (a view made in the step loop costs an atomic reference count: see _rms)
     p_new = y_new[MIRROR_P]
     scale_p = scale[MIRROR_P]
@@ -372,6 +363,11 @@ def _ndf_advance(
         sstate[CRATE] = 1.0
         sstate[LU_C] = 0.0
         sstate[LU_AGE] = 0.0
+    else:  # a run resumed: ∇L at its point into F, as the last step left it (the turn search compares the next
+        # step's end with it); a function of the state, as the factorisation below: not counted
+        _vector_field(X, XT, y, H, b, mode, w_init, D[0, MIRROR_P], wp, wm, theta, g, resid)
+        for q in range(d):
+            F[MIRROR_P, q] = g[q]
     h = sstate[H_NEXT]
     order = int(sstate[ORDER_NOW])
     n_equal = int(sstate[N_EQUAL])
@@ -535,7 +531,9 @@ def _ndf_advance(
                 # the new point is y_new itself (the sum above is it up to a rounding): the state rows, records and
                 # the next step then read one point, whose weights and g the G₂ evaluation computed
                 D[0, r, q] = y_new[r, q]
-        # (the weights and g: the G₂ evaluation's, at y_new)
+        # the largest w² at the turns inside the step (F: ∇L at its start; the step's polynomial: before the change of
+        # h and order below), then the rows at the new point (the weights and g: the G₂ evaluation's, at y_new)
+        _turn_peaks(D, order, h, w_init, F, g, fstate, basis)
         _set_rows(D, g, wp, wm, fstate, valid_p, valid_m, Z, F, FY)
         t_new = t_max if last else t + h
         sstate[T_LAST] = t

@@ -105,6 +105,46 @@ def test_difference_array_interpolates_and_rescales_a_polynomial_exactly(order, 
         assert np.abs(out - q(tr)).max() < 1e-9 * scale
 
 
+@pytest.mark.parametrize("order", [2, 3, 4, 5])
+@pytest.mark.parametrize("turn", [-0.9, -0.5, -0.1])
+def test_turn_search_finds_the_extreme_of_the_step_polynomial(order, turn):
+    """``_turn_peaks`` on a polynomial P of degree ``order`` with one turn at fraction ``turn`` of the step: the
+    largest w² there, w₊(0)²e^{-2P} at a minimum of P, w₋(0)²e^{2P} at a maximum, to the rounding; and the closed
+    forms of the slopes at the step's ends (``SLOPE_AT_START``, ``SLOPE_AT_END``) are the polynomial's."""
+    from dlnmomentum.kernels import ndf_dense as ND
+    from dlnmomentum.kernels.flow import MAX_W2
+    t, h = 7.0, 0.8
+    s_turn = turn * h
+    # P(s) = c + a (s − s*)² (1 + small odd terms) has its only turn in [−h, 0] at s* (P' = 0 there only)
+    coef_extra = np.zeros(order + 1)
+    if order > 2:
+        coef_extra[-4] = 0.01  # a cubic term: (s − s*)³ keeps P'(s*) = 0
+    signs = [1.0, -1.0]  # a minimum (w₊² peaks) and a maximum (w₋² peaks) in the two coordinates
+
+    def P(s):
+        z = s - s_turn
+        out = np.array([0.3 + sg * (z * z + (0.01 * z ** 3 if order > 2 else 0.0)) for sg in signs])
+        return out + (1e-3 * z ** order if order > 3 else 0.0)  # a term of the full degree, flat at s*
+
+    D = np.zeros((8, 2, 2))
+    D[:, 0, :] = _backward_differences(np.array([P(-i * h) for i in range(order + 1)]), order)
+    for s in (0.0, -h):  # the closed forms against a central difference of the polynomial
+        slope = (P(s + 1e-6) - P(s - 1e-6)) / 2e-6
+        closed = np.array([sum(D[j, 0, q] * (ND.SLOPE_AT_END if s == 0.0 else ND.SLOPE_AT_START)[j]
+                               for j in range(1, order + 1)) for q in range(2)]) / h
+        assert np.allclose(closed, slope, rtol=1e-7, atol=1e-9)
+    w_init = np.array([[0.5, 0.5], [0.2, 0.2]])
+    fstate = np.zeros((20, 2))
+    F = np.zeros((2, 2))
+    F[0] = (P(-h + 1e-7) - P(-h)) / 1e-7  # ∇L's sign at the step's start, at its end below
+    g = (P(1e-7) - P(0.0)) / 1e-7
+    assert np.all(np.sign(F[0]) != np.sign(g))
+    ND._turn_peaks(D, order, h, w_init, F, g, fstate, np.empty((2, ND.MAX_ORDER + 1)))
+    p_star = P(s_turn)
+    want = [max((w_init[0, q] * np.exp(-p_star[q])) ** 2, (w_init[1, q] * np.exp(p_star[q])) ** 2) for q in range(2)]
+    np.testing.assert_allclose(fstate[MAX_W2], want, rtol=1e-13)
+
+
 # -- accuracy against Radau ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
