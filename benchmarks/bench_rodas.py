@@ -30,8 +30,11 @@ name 1e-3, 0.05 and 1; 1e-5 and 1e-4 are where LSODA struggles with the fast mod
 Every peer also reports max|θ_peer − θ_package| at the package's t_done (θ_package from the default call; a SciPy
 peer whose event comes first is carried on to t_done, untimed, by Radau) and
 its steps and right-hand-side (and Jacobian) evaluations; the table is printed at the end of the module (``-s``).
-Benchmarks are not tests: no assertion on speed, only that every run reached train loss <= 1e-20 (or the
-package's t_done) and that the peers that finish agree with the package to ``AGREE``.
+The speed-ups over LSODA (issue 22: 20x for MGF, 10x for gradient flow) are printed in that table, not asserted:
+each is a ratio of two timings on a shared machine, and at λ = 0.05 at equal accuracy the margin (21.1x against
+20x, benchmarks/README.md) is within this machine's noise. Asserted: every run reached train loss <= 1e-20 (or the
+package's t_done), the peers that finish agree with the package to ``AGREE``, and the λ line's target
+(``LINE_TARGET_S``).
 
 Slow peers run once (``benchmark.pedantic(rounds=1)``) and only with ``DLNM_BENCH_SLOW=1`` (``SLOW_CASES``: diffrax
 at λ <= 1e-3, numbalsoda at λ = 1e-5, 1e-4); BDF and diffrax always run once. By default the file takes about a
@@ -58,6 +61,8 @@ T_MAX = 1e7
 TOL = 1e-20
 ALPHA = 0.01
 RTOL, ATOL = 1e-10, 1e-12  # the peers' tolerances (and the package's second row)
+#: Issue 22's target for ``test_lambda_line_sweep`` (25 λ x 5 data sets to train loss 1e-20, 2 cores), asserted.
+LINE_TARGET_S = 10.0
 AGREE = 1e-8  # max|θ_peer - θ_package| of a peer that finishes
 SLOW = os.environ.get("DLNM_BENCH_SLOW", "") not in ("", "0")
 BDF_CAP_S = 60.0
@@ -486,3 +491,4 @@ def test_lambda_line_sweep(benchmark, machine):
           f"({int(steps.min())}-{int(steps.max())} per run), max train loss {loss.max():.2e}  [{machine}]")
     assert np.all(status == "converged"), np.unique(status)
     assert loss.max() <= TOL
+    assert seconds < LINE_TARGET_S, f"issue 22's target: the λ line in under {LINE_TARGET_S:g} s ({seconds:.2f} s)"
