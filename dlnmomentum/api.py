@@ -32,7 +32,7 @@ from .sweeps.distributed import executor_for
 from .sweeps.execute import block_size_of, check_device, run_plan, store_path
 from .sweeps.networks import is_network_sweep, resume_networks_sweep
 from .sweeps.networks import networks_sweep as _networks_sweep
-from .sweeps.plan import DEFAULT_THEORY_TOL, Plan, config_differences
+from .sweeps.plan import DEFAULT_THEORY_TOL, Plan, config_differences, resume_hint
 from .sweeps.plan import make_config as make_sweep_config
 from .validate import ParameterValueError, as_bool, as_float, as_int, check_log
 
@@ -270,7 +270,7 @@ def mgf_from_mgd(problem, gamma, beta, *, steps, substeps=None, alpha=0.01, u0=N
 def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, steps=None, t_max=None, reps=1,
           batch_size=None, seed=0, store=None, tol=None, progress=None, alpha=None, replace=False,
           gradient="auto", block_size=None, theory=False, theory_tol=None, resume=False, overwrite=False,
-          log=None, wave_size=None, device="cpu", client=None, scheme="auto"):
+          log=None, wave_size=None, device="cpu", client=None, scheme="auto", rtol=None, atol=None, max_steps=None):
     r"""Run MGD/SMGD over a (β, γ) grid, constant-λ lines or (γ, β) pairs, or MGF(λ) over a λ line.
 
     Designs (:mod:`dlnmomentum.sweeps.plan`): ``gammas`` and ``betas`` — a (β, γ) grid; ``lams`` and
@@ -348,6 +348,12 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
         lockstep groups; adaptive points (``"rodas"``, and ``"ndf"`` at λ = 0, which ``"auto"`` takes for a ``tol``
         or a long horizon) take steps of their own sizes and run one by one on threads. ``"ndf"`` is for a line
         of λ = 0 only.
+    rtol, atol, max_steps : optional
+        Tolerances and budget of accepted steps of a flow sweep's adaptive points, with :func:`mgf`'s ranges and
+        defaults: every point equals ``mgf(problem, lam, ..., scheme=scheme, rtol=rtol, atol=atol,
+        max_steps=max_steps)``, so a value given makes ``"auto"`` take the adaptive scheme at every λ, and a
+        grid ``scheme`` (``"rk4"``, ``"exp-rk4"``) or a discrete sweep refuses them. The store keeps them (None:
+        the defaults) and :func:`resume_sweep` continues with them; ``resume=True`` with other values is refused.
 
     Returns
     -------
@@ -360,10 +366,11 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
         # a network problem or spec: the network sweep engine (same Sweep, its own store)
         if (lams is not None or t_max is not None or theory or theory_tol is not None or gradient != "auto"
                 or device != "cpu" or client is not None or scheme != "auto" or alpha is not None
-                or block_size is not None or pairs is not None):
+                or block_size is not None or pairs is not None or rtol is not None or atol is not None
+                or max_steps is not None):
             raise ValueError("a network sweep takes gammas, betas and steps (no lams, t_max, pairs, theory, "
-                             "theory_tol, gradient, alpha, block_size, device, client or scheme); see "
-                             "dlnmomentum.networks_sweep")
+                             "theory_tol, gradient, alpha, block_size, device, client, scheme, rtol, atol or "
+                             "max_steps); see dlnmomentum.networks_sweep")
         return networks_sweep(problem_or_spec, gammas=gammas, betas=betas, steps=steps, reps=reps, seed=seed,
                               tol=tol, batch_size=batch_size, replace=replace, store=store, resume=resume,
                               overwrite=overwrite, wave_size=wave_size, log=log, progress=progress)
@@ -374,7 +381,7 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
     theory_tol = DEFAULT_THEORY_TOL if theory_tol is None else theory_tol
     config, problem = make_sweep_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size,
                                         seed, tol, alpha, replace, gradient, theory, theory_tol, scheme,
-                                        pairs=pairs)
+                                        pairs=pairs, rtol=rtol, atol=atol, max_steps=max_steps)
     block_size = block_size_of(block_size)
     wave_size = as_int("wave_size", wave_size, low=1, allow_none=True)
     plan = Plan(config, problem)
@@ -401,10 +408,7 @@ def sweep(problem_or_spec, *, gammas=None, betas=None, lams=None, pairs=None, st
                 if diff:
                     raise StoreError(f"sweep store {path} was created with a different configuration "
                                      f"(differs in {', '.join(diff)}); use another store or overwrite=True"
-                                     + ("; its flows ran with scheme "
-                                        f"{stored.get('scheme', 'rk4')!r} (stores before 0.4.0: 'rk4'): pass that "
-                                        "scheme, or dlnmomentum.resume_sweep(path), to continue it"
-                                        if diff == ["scheme"] else ""))
+                                     + resume_hint(stored, diff))
             else:
                 # (the command line's options too, as a run store's message names them)
                 raise StoreExistsError(f"sweep store {path} exists; pass resume=True (--resume) to continue "
@@ -428,7 +432,9 @@ def repair_left_open_sweep(path):
 
 
 def resume_sweep(path, *, progress=None, block_size=None, log=None, wave_size=None, device="cpu", client=None):
-    """Continue the sweep stored at ``path`` with its stored configuration (only missing points run).
+    """Continue the sweep stored at ``path`` with its stored configuration (only missing points run): a flow sweep
+    with its ``scheme``, ``rtol``, ``atol`` and ``max_steps`` (a store written before 0.6.0 has none of the last
+    three: its points ran, and run on, with the defaults).
 
     ``device`` and ``client`` as in :func:`sweep`: a sweep may be continued on another device, or on a
     Dask cluster, than it started on.

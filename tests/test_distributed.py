@@ -136,14 +136,24 @@ def test_cluster_store_is_the_local_store_bit_for_bit(client, reference, tmp_pat
 
 
 @pytest.mark.parametrize("grid", [{"lams": [0.0, 0.05, 0.5, 2.0], "t_max": 10.0, "reps": 2},
-                                  {"lams": [0.0, 0.05, 0.5, 2.0], "t_max": 1e7, "tol": 1e-20, "reps": 2}],
-                         ids=["rk4", "rodas"])  # (a tol: the adaptive scheme)
+                                  {"lams": [0.0, 0.05, 0.5, 2.0], "t_max": 1e7, "tol": 1e-20, "reps": 2},
+                                  {"lams": [0.0, 0.05, 0.5, 2.0], "t_max": 1e7, "tol": 1e-20, "reps": 2,
+                                   "rtol": 1e-7, "atol": 1e-9, "max_steps": 600}],
+                         ids=["rk4", "rodas", "rodas-settings"])  # (a tol: the adaptive scheme)
 def test_flow_sweep_on_the_cluster_is_the_local_one(client, tmp_path, grid):
     local, remote = str(tmp_path / "local.h5"), str(tmp_path / "cluster.h5")
     dm.sweep(SPEC, **grid, store=local)
     result = dm.sweep(SPEC, **grid, store=remote, client=client, wave_size=1)
     assert result.complete
     assert_same_store(local, remote)
+    if "rtol" in grid:  # the workers' points ran with the sweep's settings, not the defaults
+        assert (result.config["rtol"], result.config["atol"], result.config["max_steps"]) == (1e-7, 1e-9, 600)
+        default = dm.sweep(SPEC, **{k: v for k, v in grid.items() if k not in ("rtol", "atol", "max_steps")})
+        assert not np.array_equal(result.steps_done, default.steps_done)
+        for k, lam in enumerate(grid["lams"]):
+            single = dm.mgf(dm.sparse_regression(**SPEC, seed=1), lam, t_max=1e7, tol=1e-20, rtol=1e-7, atol=1e-9,
+                            max_steps=600)
+            assert np.array_equal(result.theta[1, k], single.theta) and result.steps_done[1, k] == single.steps_done
 
 
 def test_a_worker_killed_mid_sweep_loses_no_point(client, reference, tmp_path):

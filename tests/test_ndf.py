@@ -113,7 +113,7 @@ def test_turn_search_finds_the_extreme_of_the_step_polynomial(order, turn):
     forms of the slopes at the step's ends (``SLOPE_AT_START``, ``SLOPE_AT_END``) are the polynomial's."""
     from dlnmomentum.kernels import ndf_dense as ND
     from dlnmomentum.kernels.flow import MAX_W2
-    t, h = 7.0, 0.8
+    h = 0.8
     s_turn = turn * h
     # P(s) = c + a (s − s*)² (1 + small odd terms) has its only turn in [−h, 0] at s* (P' = 0 there only)
     coef_extra = np.zeros(order + 1)

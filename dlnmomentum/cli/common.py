@@ -171,6 +171,18 @@ def add_checkpoint_argument(parser):
                         help="seconds between checkpoints of the stored run (default 60)")
 
 
+def add_adaptive_arguments(parser):
+    """``--rtol``, ``--atol`` and ``--max-steps``: the adaptive schemes' settings, of a flow and of a flow sweep's
+    points (the ranges and defaults of :func:`dlnmomentum.mgf`)."""
+    parser.add_argument("--rtol", type=float, default=None, help="rodas, ndf: relative tolerance in [1e-15, 1e-2] "
+                        "(default 1e-9 for rodas, 1e-11 for ndf)")
+    parser.add_argument("--atol", type=float, default=None,
+                        help="rodas, ndf: absolute tolerance in [1e-300, 1] (default 1e-11 for rodas, for MGF scaled "
+                             "down in proportion to --alpha below 0.01; 1e-13 for ndf)")
+    parser.add_argument("--max-steps", type=parse_int, default=None, help="rodas, ndf: budget of accepted steps "
+                        "(default 1e8)")
+
+
 def grid_option(option):
     """The argparse type of a grid option: parse_grid's message (naming the option), not "invalid value"."""
     def parse(text):

@@ -3,11 +3,11 @@
 from ..api import gf, mgf
 from ..runs.flow_adaptive import ACCEPTED_RECORDS, GRID_RECORDS, TIME_RECORDS
 from .common import (
+    add_adaptive_arguments,
     add_checkpoint_argument,
     add_problem_arguments,
     add_record_arguments,
     option_table,
-    parse_int,
     print_result,
     problem_from_args,
     progress_wanted,
@@ -77,13 +77,7 @@ def register(subparsers):
                         "the gradient time scale, for small lambda), rodas (adaptive, L-stable: long horizons), ndf "
                         "(adaptive multistep, gradient flow only: long horizons) or auto (ndf for gradient flow, "
                         "rodas for MGF, with --tol or a long --t-max, else the cheaper fixed-step one; default)")
-    p.add_argument("--rtol", type=float, default=None, help="rodas, ndf: relative tolerance in [1e-15, 1e-2] "
-                   "(default 1e-9 for rodas, 1e-11 for ndf)")
-    p.add_argument("--atol", type=float, default=None,
-                   help="rodas, ndf: absolute tolerance in [1e-300, 1] (default 1e-11 for rodas, for MGF scaled down "
-                        "in proportion to --alpha below 0.01; 1e-13 for ndf)")
-    p.add_argument("--max-steps", type=parse_int, default=None, help="rodas, ndf: budget of accepted steps (default "
-                   "1e8)")
+    add_adaptive_arguments(p)
     add_record_arguments(p, float, "record every T time units (T > 0)", accepted=True)
     p.add_argument("--store", default=None, help="stream the run to this HDF5 file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --store file")

@@ -14,12 +14,13 @@ from ..store.kinds import resume_or_overwrite
 from ..store.sweep_format import SweepFile
 from ..sweeps.distributed import connect
 from ..sweeps.networks import is_network_sweep
-from ..sweeps.plan import DEFAULT_THEORY_TOL, config_differences, flow_scheme
+from ..sweeps.plan import DEFAULT_THEORY_TOL, config_differences, flow_scheme, flow_settings
 from ..sweeps.plan import make_config as make_sweep_config
 from ..validate import as_int
 from .common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
+    add_adaptive_arguments,
     add_problem_arguments,
     grid_option,
     option_table,
@@ -60,7 +61,8 @@ def _cmd_sweep(args):
 
 #: The options of ``dlnm sweep`` that define the sweep (its stored configuration): destination -> option.
 DEFINING = {"gammas": "--gammas", "betas": "--betas", "lams": "--lams", "pairs": "--pairs", "steps": "--steps",
-            "t_max": "--t-max", "scheme": "--scheme", "reps": "--reps", "batch_size": "--batch-size",
+            "t_max": "--t-max", "scheme": "--scheme", "rtol": "--rtol", "atol": "--atol", "max_steps": "--max-steps",
+            "reps": "--reps", "batch_size": "--batch-size",
             "replace": "--replace", "alpha": "--alpha", "tol": "--tol", "gradient": "--gradient", "theory": "--theory",
             "theory_tol": "--theory-tol", "data_seed": "--data-seed", "n": "--n", "d": "--d", "s": "--s",
             "mu": "--mu", "sigma": "--sigma", "n_test": "--n-test"}
@@ -91,7 +93,7 @@ def _stored_arguments(config):
               reps=get("reps", 1), batch_size=get("batch_size"), seed=get("seed", 0), tol=get("tol"),
               alpha=get("alpha", 0.01), replace=bool(get("replace", False)), gradient=get("gradient", "auto"),
               theory=bool(get("theory", False)), theory_tol=get("theory_tol", DEFAULT_THEORY_TOL),
-              scheme=flow_scheme(config) if config["kind"] == "mgf" else "auto")
+              scheme=flow_scheme(config) if config["kind"] == "mgf" else "auto", **flow_settings(config))
     design = config.get("design") or ("line" if config["kind"] == "mgf" else "grid")
     if design == "pairs":
         kw["pairs"] = list(zip(config["gammas"], config["betas"], strict=True))
@@ -170,7 +172,7 @@ def _run(args, log, progress, client):
                        replace=args.replace, gradient=args.gradient, block_size=args.block_size,
                        theory=args.theory, theory_tol=args.theory_tol, overwrite=args.overwrite,
                        resume=args.resume, log=log, wave_size=args.wave_size, device=args.device,
-                       client=client, scheme=args.scheme)
+                       client=client, scheme=args.scheme, rtol=args.rtol, atol=args.atol, max_steps=args.max_steps)
     if args.json:
         print_sweep_json(result)
     else:
@@ -224,6 +226,7 @@ def register(subparsers):
     p.add_argument("--t-max", type=float, default=None, help="end time of a flow sweep")
     p.add_argument("--scheme", choices=("auto",) + SCHEMES, default="auto",
                    help="stepper of a flow sweep, as dlnm flow --scheme (default auto: per lambda)")
+    add_adaptive_arguments(p)  # (a flow sweep's adaptive points, as dlnm flow's; kept in --store, used by --resume)
     p.add_argument("--reps", type=parse_int, default=1, help="data replications (default 1)")
     p.add_argument("--batch-size", type=parse_int, default=None, help="SMGD batch size (default: full batch)")
     p.add_argument("--replace", action="store_true", help="SMGD batches with replacement")

@@ -2,9 +2,10 @@
 
 Fixed-grid schemes: :func:`dlnmomentum.kernels.flow_sweep._flow_sweep_chunk` advances groups of up
 to ``LANES`` flows on one data set stage by stage (the gradients of all lanes at once), groups in
-parallel. The adaptive scheme ``"rodas"``: runs take steps of their own sizes, so each point runs
-its single-run kernel (:func:`_adaptive_batch`), points spread over threads (the kernel releases the
-GIL). Either way every point is bit for bit ``dlnmomentum.mgf``. Same engine protocol as :mod:`.lockstep`.
+parallel. The adaptive schemes ``"rodas"`` and ``"ndf"``: runs take steps of their own sizes (under the
+sweep's ``rtol``, ``atol`` and ``max_steps``), so each point runs its single-run kernel (:func:`_adaptive_batch`),
+points spread over threads (the kernel releases the GIL). Either way every point is bit for bit
+``dlnmomentum.mgf``. Same engine protocol as :mod:`.lockstep`.
 """
 
 import math
@@ -19,7 +20,7 @@ from ..runs.flow_adaptive import prepare_flow_run
 from ..runs.points import flow_point
 from ..status import Status
 from .lockstep import CHUNK_SECONDS, threads
-from .plan import flow_scheme
+from .plan import flow_scheme, flow_settings
 
 
 class FlowEngine:
@@ -33,14 +34,16 @@ class FlowEngine:
         self._finished = None  # (points, outputs) that ended before a stop request cut their wave short
 
     def run_for(self, p):
-        """The :class:`~dlnmomentum.runs.flow.FlowRun` of point ``p`` (validated like ``mgf``; cached)."""
+        """The :class:`~dlnmomentum.runs.flow.FlowRun` of point ``p`` (validated like ``mgf``, with the sweep's
+        ``rtol``, ``atol`` and ``max_steps``; cached)."""
         run = self._runs.get(p)
         if run is None:
             cfg = self.plan.config
             r, il = np.unravel_index(p, self.plan.shape)
             problem = self.plan.problem_for(int(r))
             run = prepare_flow_run(problem, float(self.plan.lams[il]), t_max=cfg["t_max"], alpha=cfg["alpha"],
-                                   tol=cfg["tol"], gradient=cfg["gradient"], scheme=flow_scheme(cfg))
+                                   tol=cfg["tol"], gradient=cfg["gradient"], scheme=flow_scheme(cfg),
+                                   **flow_settings(cfg))
             self._runs[p] = run
         return run
 
@@ -142,7 +145,8 @@ def _adaptive_batch(runs, flag, bar):
     """Advance adaptive runs to their end, each by its own kernel chunk by chunk, on ``threads()`` threads.
 
     Every run is driven exactly as :func:`dlnmomentum.driver.drive` drives a single run (no records: a
-    sweep keeps the point fields), so each point is its single run bit for bit; ``flag`` (a stop
+    sweep keeps the point fields; chunks of ``chunk_steps`` cut at the end of the budget ``max_steps``), so each
+    point is its single run bit for bit; ``flag`` (a stop
     request) is read between chunks. Returns public statuses, None for the runs it stopped.
     """
     from concurrent.futures import ThreadPoolExecutor
@@ -151,7 +155,8 @@ def _adaptive_batch(runs, flag, bar):
         block = run.new_block(0)
         while True:
             before = run.done
-            code = run.advance(run.chunk_steps, block, int(run.cursor[0]))
+            # (the driver's chunk: at most the steps left of the budget, max_steps)
+            code = run.advance(min(run.total - run.done, run.chunk_steps), block, int(run.cursor[0]))
             if bar is not None:
                 bar.update(run.done - before)
             if code != Status.RUNNING:

@@ -14,8 +14,9 @@ lam-grid    (rep, beta, lam)           ``γ = λ (1-β)²``: constant-λ lines (
 pairs       (rep, pair)                a list of (γ, β) pairs
 ==========  =========================  ==============================================================
 
-A flow sweep has dims (rep, lam). Every point's γ, β and λ are also fields of the result
-(:meth:`Plan.parameters`), whatever the dims.
+A flow sweep has dims (rep, lam), its ``scheme`` and the settings of its adaptive points, ``rtol``, ``atol`` and
+``max_steps`` (:data:`ADAPTIVE_SETTINGS`; None, or absent in a store written before 0.6.0: the defaults). Every point's
+γ, β and λ are also fields of the result (:meth:`Plan.parameters`), whatever the dims.
 """
 
 import hashlib
@@ -26,6 +27,7 @@ import numpy as np
 
 from ..problem import Problem, sparse_regression
 from ..runs.common import as_alpha, check_gradient_form, initial_weights
+from ..runs.flow_adaptive import prepare_flow_run
 from ..runs.mgd import make_config as make_mgd_config
 from ..runs.points import SCALAR_FIELDS, VECTOR_FIELDS
 from ..runs.stepping import LAM_MAX, as_lam, check_scheme
@@ -212,8 +214,14 @@ def _plain_pairs(raw):
 DEFAULT_THEORY_TOL = 1e-8
 
 
+#: The settings of a flow sweep's adaptive points (``config`` keys, as :func:`dlnmomentum.mgf` names them; None: the
+#: scheme's defaults, :mod:`dlnmomentum.runs.stepping`).
+ADAPTIVE_SETTINGS = ("rtol", "atol", "max_steps")
+
+
 def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_size, seed, tol, alpha,
-                replace, gradient, theory, theory_tol, scheme="auto", pairs=None):
+                replace, gradient, theory, theory_tol, scheme="auto", pairs=None, rtol=None, atol=None,
+                max_steps=None):
     if isinstance(problem_or_spec, Problem):
         problem, spec = problem_or_spec, None
     else:
@@ -264,6 +272,12 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
                                       "t_max", "lams", "steps")
         if scheme != "auto":
             raise ValueError("scheme is for flow sweeps (lams=...); a discrete sweep has no stepping scheme")
+        given = [name for name, value in zip(ADAPTIVE_SETTINGS, (rtol, atol, max_steps), strict=True)
+                 if value is not None]
+        if given:
+            raise ParameterValueError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for flow sweeps "
+                                      "(lams=...) whose points run by an adaptive scheme ('rodas', 'ndf'); a discrete "
+                                      "sweep has no stepping scheme (its budget is steps)", *given, "lams", "steps")
         if design == "grid":
             gammas = as_grid("gammas", gammas, low=0.0, low_open=True)
             betas = as_grid("betas", betas, low=0.0, high=1.0, high_open=True)
@@ -319,8 +333,24 @@ def make_config(problem_or_spec, gammas, betas, lams, steps, t_max, reps, batch_
             raise ValueError("scheme 'ndf' is for gradient flow (lam = 0), and the line has lam > 0: MGF(lambda)'s "
                              "momentum modes are oscillatory, where a BDF of order > 2 is not stable; use 'rodas' or "
                              "'auto' (which takes 'ndf' for the line's lam = 0 points)")
-        config.update(kind="mgf", lams=lams.tolist(), t_max=t_max, scheme=scheme)
+        settings = _adaptive_settings(example, lams, t_max, alpha, tol, gradient, scheme, rtol, atol, max_steps)
+        config.update(kind="mgf", lams=lams.tolist(), t_max=t_max, scheme=scheme, **settings)
     return config, problem
+
+
+def _adaptive_settings(example, lams, t_max, alpha, tol, gradient, scheme, rtol, atol, max_steps):
+    """``{rtol, atol, max_steps}`` of a flow sweep, validated by :func:`dlnmomentum.mgf`'s own check (each point is
+    that call): refused with a grid scheme (``"rk4"``, ``"exp-rk4"``), in range otherwise (None: the default of the
+    scheme each point runs). A value given makes ``"auto"`` take the adaptive scheme at every λ, as it makes
+    ``mgf``'s."""
+    settings = dict(zip(ADAPTIVE_SETTINGS, (rtol, atol, max_steps), strict=True))
+    if all(value is None for value in settings.values()):
+        return settings
+    # (the first lambda's run: the ranges are those of every lambda; a grid scheme is refused before any work)
+    c = prepare_flow_run(example, float(lams[0]), t_max=t_max, alpha=alpha, tol=tol, gradient=gradient,
+                         scheme=scheme, **settings).config
+    checked = {"rtol": c.rtol, "atol": c.atol, "max_steps": c.n_steps}  # (as float, float, int)
+    return {name: None if value is None else checked[name] for name, value in settings.items()}
 
 
 def _spec_problem(spec, seed):
@@ -331,12 +361,19 @@ def _spec_problem(spec, seed):
 
 _SEMANTIC_KEYS = ("kind", "design", "reps", "seed", "tol", "alpha", "gradient", "theory", "theory_tol", "spec",
                   "fingerprint", "gammas", "betas", "steps", "batch_size", "replace", "lams", "t_max", "n",
-                  "d", "scheme")
+                  "d", "scheme") + ADAPTIVE_SETTINGS
 
 
 def flow_scheme(config):
     """The stepping scheme of a flow sweep's configuration (stores written before it existed: ``"rk4"``)."""
     return config.get("scheme", "rk4")
+
+
+def flow_settings(config):
+    """``{rtol, atol, max_steps}`` of a flow sweep's configuration, the arguments of each point's
+    :func:`~dlnmomentum.runs.flow_adaptive.prepare_flow_run` (None: the scheme's default; stores written before
+    0.6.0 have none, and their points ran with the defaults)."""
+    return {name: config.get(name) for name in ADAPTIVE_SETTINGS}
 
 
 def _semantic(config, key):
@@ -358,3 +395,15 @@ _SPEC_DEFAULTS = {name: parameter.default for name, parameter in inspect.signatu
 def config_differences(a, b):
     return [k for k in _SEMANTIC_KEYS if _semantic(a, k) != _semantic(b, k)]
 
+
+def resume_hint(stored, differ):
+    """How to continue the flow sweep configured ``stored`` when its stepping settings alone differ (``differ``, from
+    :func:`config_differences`) from those asked for: with its own; ``""`` for other differences."""
+    if not differ or not set(differ) <= {"scheme", *ADAPTIVE_SETTINGS}:
+        return ""
+    values = dict(flow_settings(stored), scheme=flow_scheme(stored))
+    ran = ", ".join(f"{name}={values[name]!r}" for name in differ)
+    notes = (["a store before 0.4.0 ran 'rk4'"] if "scheme" in differ else []) + \
+        (["None: the defaults, as in a store before 0.6.0"] if set(differ) - {"scheme"} else [])
+    return (f"; its flows ran with {ran} ({'; '.join(notes)}): pass {'that' if len(differ) == 1 else 'those'}, or "
+            "dlnmomentum.resume_sweep(path), to continue it")

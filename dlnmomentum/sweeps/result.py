@@ -14,8 +14,10 @@ from ..runs.points import (
     field_description,
     flag_attributes,
 )
+from ..runs.stepping import GRID_SCHEMES
 from ..status import Status
 from ..store.files import to_jsonable
+from .plan import flow_scheme, flow_settings
 
 # The labelled result
 # ---------------------------------------------------------------------------------------------------
@@ -232,6 +234,17 @@ def field_statistics(sw):
     return stats, int(diverged.sum())
 
 
+def _stepping(cfg):
+    """A flow sweep's scheme and, where its points may run adaptively, their settings (a store before 0.6.0 has none:
+    the defaults)."""
+    scheme = flow_scheme(cfg)
+    if scheme in GRID_SCHEMES:
+        return scheme
+    settings = ", ".join(f"{name}={'default' if value is None else value if isinstance(value, int) else f'{value:g}'}"
+                         for name, value in flow_settings(cfg).items())
+    return f"{scheme}; {'adaptive points' if scheme == 'auto' else 'every point'}: {settings}"
+
+
 def summary_lines(sw):
     """The lines of :meth:`Sweep.summary` (and of ``dlnm inspect`` on a sweep store)."""
     cfg = sw.config
@@ -255,6 +268,7 @@ def summary_lines(sw):
         lam = np.asarray(cfg["lams"])
         lines.append(f"lambda       : {lam.size} values in [{lam.min():g}, {lam.max():g}]")
         lines.append(f"t_max        : {cfg['t_max']:g}")
+        lines.append(f"scheme       : {_stepping(cfg)}")
     data = cfg.get("spec") or {"problem": "given Problem", "fingerprint": str(cfg.get("fingerprint",
                                                                                       ""))[:12]}
     lines.append(f"data         : reps={cfg['reps']}, seed={cfg['seed']}, "
