@@ -323,12 +323,18 @@ def test_gradient_flow_keeps_signs_and_delta(problem):
 
 # -- whole runs ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("lam, scheme", [(0.0, "rk4"), (1e-4, "exp-rk4"), (1e-2, "exp-rk4"), (0.5, "rk4"),
-                                         (2.0, "rk4")])
-def test_agrees_with_the_fixed_step_schemes_at_t_2000(problem, lam, scheme):
+@pytest.mark.parametrize("lam, scheme, adaptive", [(0.0, "rk4", "rodas"), (0.0, "rk4", "ndf"),
+                                                   (1e-4, "exp-rk4", "rodas"), (1e-2, "exp-rk4", "rodas"),
+                                                   (1e-2, "rk4", "rodas"), (0.5, "rk4", "rodas"),
+                                                   (2.0, "rk4", "rodas")])
+def test_agrees_with_the_fixed_step_schemes_at_t_2000(problem, lam, scheme, adaptive):
+    """Issue 22: the adaptive schemes against the fixed-step RK4 at t = 2000 (at λ = 1e-4 the exponential RK4, whose
+    grid is set by the gradient time scale: RK4's would be set by λ, about 7e6 steps; at λ = 1e-2 both), gradient
+    flow by both adaptive schemes (the NDF is ``auto``'s for a ``tol``)."""
     fixed = dm.mgf(problem, lam, t_max=2000.0, scheme=scheme) if lam else dm.gf(problem, t_max=2000.0, scheme=scheme)
-    ada = dm.mgf(problem, lam, t_max=2000.0, scheme="rodas") if lam else dm.gf(problem, t_max=2000.0, scheme="rodas")
-    assert ada.config.scheme == "rodas" and ada.t_done == 2000.0 and ada.status_name == "max_steps"
+    ada = dm.mgf(problem, lam, t_max=2000.0, scheme=adaptive) if lam else dm.gf(problem, t_max=2000.0,
+                                                                                  scheme=adaptive)
+    assert ada.config.scheme == adaptive and ada.t_done == 2000.0 and ada.status_name == "max_steps"
     assert np.abs(ada.theta - fixed.theta).max() < 1e-10
     assert np.abs(ada.p_integral - fixed.p_integral).max() < 1e-8 * max(1.0, np.abs(fixed.p_integral).max())
     assert np.abs(ada.grad_sq_integral - fixed.grad_sq_integral).max() < 1e-9 * max(1.0, fixed.grad_sq_integral.max())
