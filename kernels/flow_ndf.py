@@ -39,7 +39,8 @@ with the predictor :math:`y^{(0)} = \sum_{j\le k} D_j`, :math:`\psi = \sum_{j=1}
 :math:`c = h/\alpha_k`, :math:`\alpha_k = (1-\kappa_k)\gamma_k`, :math:`\gamma_k = \sum_{j\le k} 1/j` and
 Shampine-Reichelt's κ (0 at order 5: BDF5). The P rows are solved by Newton's method with the matrix
 :math:`I + cH\Sigma_J` (Σ = diag((w₊² + w₋²)/2) at the Jacobian's point P_J; :func:`.flow_rodas_gf._factor_mirror`:
-a Cholesky factorisation of :math:`\Sigma_J^{-1} + cH`); the G₂ rows are a quadrature, explicit once P is:
+a Cholesky factorisation of :math:`\Sigma_J^{-1} + cH`, or where d ≥ 3n of the n × n matrix of its Woodbury form,
+:mod:`.woodbury`); the G₂ rows are a quadrature, explicit once P is:
 :math:`d_G = c\,g(P_{n+1})^{\odot 2} - \psi_G`. The local error estimate is :math:`\text{ERROR\_CONST}_k\,d`; after
 k + 1 steps of equal size the order moves by at most one and the step by a factor in [``MIN_FACTOR``,
 ``MAX_FACTOR``] (SciPy's rule, from the error estimates of orders k − 1, k, k + 1), unless that factor is under
@@ -102,6 +103,7 @@ from .flow_schedule import BLOCK_FULL, _initial_point_owed, _no_row_for_next_ste
 from .flow_stop import _data_bounds, _stop_before_step
 from .ndf_dense import MAX_ORDER, _dense_p, _turn_peaks
 from .status import DIVERGED, RUNNING
+from .woodbury import _woodbury_matrices
 
 # -- the NDF (Shampine & Reichelt 1997), as SciPy's BDF (MAX_ORDER: .ndf_dense) ----------------
 #: κ_k of the NDF of order k (Shampine & Reichelt; κ₅ = 0: BDF5).
@@ -324,6 +326,7 @@ def _ndf_advance(
     N = np.empty((d, d))
     NT = np.empty((d, d))
     piv = np.zeros(d, dtype=np.int64)
+    M, MT = _woodbury_matrices(n, d)  # (the Woodbury form's, where d ≥ 3n: .woodbury)
     R = np.empty((MAX_ORDER + 1, MAX_ORDER + 1))
     U = np.empty((MAX_ORDER + 1, MAX_ORDER + 1))
     RU = np.empty((MAX_ORDER + 1, MAX_ORDER + 1))
@@ -377,7 +380,7 @@ def _ndf_advance(
     how = 0
     _weights(w_init, p_jac, wpJ, wmJ)
     if lu_c > 0.0:  # the factorisation the run holds, rebuilt bit for bit (not a new one: not counted)
-        how = _factor_mirror(H, lu_c, wpJ, wmJ, sig, N, NT, piv)
+        how = _factor_mirror(X, H, lu_c, wpJ, wmJ, sig, N, NT, piv, M, MT)
         if how == 0:
             lu_c = 0.0
     taken = 0
@@ -452,7 +455,7 @@ def _ndf_advance(
                             p_jac[q] = y_pred[MIRROR_P, q]
                         _weights(w_init, p_jac, wpJ, wmJ)
                         current_jac = True
-                    how = _factor_mirror(H, c, wpJ, wmJ, sig, N, NT, piv)
+                    how = _factor_mirror(X, H, c, wpJ, wmJ, sig, N, NT, piv, M, MT)
                     counters[N_LU] += 1
                     lu_c = c if how != 0 else 0.0
                     lu_age = 0
@@ -470,7 +473,7 @@ def _ndf_advance(
                             break
                         for q in range(d):
                             dy[q] = c * g[q] - psi[MIRROR_P, q] - corr[MIRROR_P, q]
-                        _solve_p_rows(how, sig, N, NT, piv, dy)
+                        _solve_p_rows(X, how, sig, N, NT, piv, M, MT, dy, resid, theta)  # (work: free here)
                         nrm = _rms_vector(dy, 1.0, scale_p)
                         if dy_old > 0.0:
                             crate = max(0.3 * crate, nrm / dy_old)

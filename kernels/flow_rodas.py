@@ -52,9 +52,9 @@ Eliminating :math:`x_w = r_w + c\,x_v` from the MGF rows of :math:`(I - cA)x = r
 system :math:`(I + \tfrac\beta2 E H)z = U^\top(a^{-1}s)`, :math:`E = w_+^2/a_+ + w_-^2/a_-`,
 and :math:`x = a^{-1}(s - \tfrac\beta2 U H z)`: one d × d factorisation per step instead of a
 (11d)³ or (4d)³ one. When every :math:`a_\pm > 0` (the usual case) it is the Cholesky factorisation of the
-symmetric positive definite :math:`E^{-1} + \tfrac\beta2 H`, else an LU. (For d ≫ n a Woodbury form
-through the n × n matrix :math:`I + \tfrac{\beta}{2n} X E X^\top` would be cheaper; at the paper's
-n = 20, d = 30 forming it costs more than the d × d factorisation saves.) Where some :math:`|a_\pm|`
+symmetric positive definite :math:`E^{-1} + \tfrac\beta2 H`, else an LU; where d ≥ 3n that case is solved in the
+Woodbury form, through the n × n :math:`\tfrac{2n}{\beta}I + X E X^\top` (:mod:`.woodbury`: H has rank ≤ n; the
+paper's n = 20, d = 30 keeps the d × d route). Where some :math:`|a_\pm|`
 is small against α (E would be ill-conditioned) the step factorises the 2d × 2d matrix
 :math:`\mathrm{diag}(a) + \tfrac\beta2 UHU^\top` instead (counted in ``N_DENSE``).
 The integral rows are lower block-triangular: each is the exact Jacobian row applied to the solved :math:`x_w, x_v`
@@ -112,6 +112,7 @@ from .flow import (
 from .layout import MODE_DATA
 from .small_linalg import _cholesky, _cholesky_solve, _lu, _lu_solve, _lu_transpose
 from .vec_ir import _matvec_columns
+from .woodbury import _use_woodbury, _woodbury_factor, _woodbury_matrices, _woodbury_solve_eh
 
 # -- Rodas5P (Steinebach 2023), in the W-transformed form of Hairer & Wanner ---------------------
 GAMMA = 0.21193756319429014
@@ -263,12 +264,12 @@ def _jk_field_rows(inv_lam, w, v, k, valid, fj, fk):
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def _factor(H, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2):
-    """Factorise the step's matrix (the factors into ``N`` and ``NT`` or ``B2``, ``B2T``).
+def _factor(X, H, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2, M, MT):
+    """Factorise the step's matrix (the factors into ``N`` and ``NT``, ``M`` and ``MT`` or ``B2``, ``B2T``).
 
-    Returns 3 (the reduced d × d matrix, symmetric positive definite: Cholesky; the usual case), 1 (the
-    reduced matrix by LU: some α ± βg < 0), 2 (the dense 2d × 2d matrix by LU: some |α ± βg| small) or 0
-    (singular).
+    Returns 3 (the reduced d × d matrix, symmetric positive definite: Cholesky; the usual case), 4 (the same in the
+    Woodbury form, the n × n ``M`` by Cholesky: d ≥ 3n, :mod:`.woodbury`), 1 (the reduced matrix by LU: some α ± βg
+    < 0), 2 (the dense 2d × 2d matrix by LU: some |α ± βg| small) or 0 (singular).
     """
     d = Y0.shape[1]
     alpha = lam + c
@@ -290,7 +291,10 @@ def _factor(H, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2):
             wm = Y0[W_MINUS, i]
             E[i] = wp * wp * ap[i] + wm * wm * am[i]
             positive = positive and E[i] > 0.0
-        if positive:
+        if positive and _use_woodbury(X.shape[0], d):  # (I + β/2 E H)⁻¹ through M = (2n/β)I + X E Xᵀ: E stays
+            if _woodbury_factor(X, E, hb, M, MT):
+                return 4
+        elif positive:
             # E > 0: (I + β/2 E H) z = t is (E⁻¹ + β/2 H) z = E⁻¹t, symmetric positive definite (H is)
             for i in range(d):
                 for j in range(i, d):
@@ -329,19 +333,24 @@ def _factor(H, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2):
 
 
 @njit(**INLINE_JIT_OPTIONS)
-def _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm, xp, xm, t, hz, resid, rhs2):
+def _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, factors, sp, sm, xp, xm, t, hz, resid, rhs2):
     """x = (αI + βM)⁻¹ s for the factorisation ``how`` of :func:`_factor` (s = (sp, sm), x = (xp, xm)).
 
-    On return ``hz`` holds H Uᵀx (the reduced solve has it already; the dense one computes it).
+    On return ``hz`` holds H Uᵀx (the reduced solve has it already; the dense one computes it). ``factors``: (N, NT,
+    piv, B2T, piv2, M, MT) of :func:`_factor`, one argument (CPython makes a call of over 30 arguments ``*args``,
+    which Numba's inliner refuses).
     """
+    N, NT, piv, B2T, piv2, M, MT = factors
     d = Y0.shape[1]
-    if how == 1 or how == 3:
+    if how == 1 or how == 3 or how == 4:
         for i in range(d):
             t[i] = Y0[W_PLUS, i] * sp[i] * ap[i] - Y0[W_MINUS, i] * sm[i] * am[i]
         if how == 3:
             for i in range(d):
                 t[i] *= E[i]
             _cholesky_solve(N, NT, t)
+        elif how == 4:
+            _woodbury_solve_eh(X, E, M, MT, t, resid)  # (resid: free until _hmul below)
         else:
             _lu_solve(NT, piv, t)
         _hmul(X, XT, H, mode, t, d, resid, hz)
@@ -362,8 +371,8 @@ def _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp
 
 
 @njit(**INLINE_JIT_OPTIONS)
-def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, jrow, ap, am, E, N, NT, piv, B2T, piv2,
-           R, Kout, sp, sm, t, hz, hw, resid, rhs2):
+def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, jrow, ap, am, E, factors, R, Kout, sp, sm,
+           t, hz, hw, resid, rhs2):
     """Kout = (I - cA)⁻¹ R with A the exact Jacobian of :func:`_rhs` at ``Y0`` (module docstring); ``jrow`` the
     step's coefficients of the J± rows (:func:`_j_rows`)."""
     d = Y0.shape[1]
@@ -377,8 +386,8 @@ def _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, jrow,
         mm = -g0[i] * R[W_MINUS, i] - 0.5 * Y0[W_MINUS, i] * hw[i]
         sp[i] = lam * R[V_PLUS, i] - c * mp
         sm[i] = lam * R[V_MINUS, i] - c * mm
-    _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, N, NT, piv, B2T, piv2, sp, sm,
-             Kout[V_PLUS], Kout[V_MINUS], t, hz, resid, rhs2)
+    _solve_w(X, XT, H, mode, how, beta, Y0, ap, am, E, factors, sp, sm, Kout[V_PLUS], Kout[V_MINUS], t, hz, resid,
+             rhs2)
     # x_w = r_w + c x_v, then the integral rows: their exact Jacobian rows applied to the solved w and ẇ parts,
     # through H δθ = ½ H Uᵀx_w = ½(H Uᵀr_w + c H Uᵀx_v) (both at hand), into ``t`` (free after the solve). A few rows
     # a loop, so that each vectorises: LLVM left one loop over all eleven rows scalar (too many arrays for its run-time
@@ -436,8 +445,7 @@ def _j_rows(c, Y0, valid_p, valid_m, jrow):
 @njit(**INLINE_JIT_OPTIONS)
 def _stage_point(s, inv_h, Y0, K, U, R):
     """Stage s ≥ 1 of the method: u_s = y₀ + Σ_j a_sj k_j into ``U`` and Σ_j C_sj k_j/h into ``R`` (rows of
-    shape (rows, d); ``K`` the stages, (N_STAGES, rows, d)). Shared by both systems' steps (also
-    :mod:`.flow_rodas_gf`).
+    shape (rows, d); ``K`` the stages, (N_STAGES, rows, d)). Shared by both systems' steps (:mod:`.flow_rodas_gf`).
 
     Each element receives its terms in the order j = 0, 1, ..., s-1; the passes take four stages at a time
     (:func:`_add_stages`), which keeps the sums of the one-stage-a-pass loop, bit for bit, with a quarter of
@@ -540,16 +548,18 @@ def _step_end(Y0, K, Y1):
 def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m, ws, Kst, Y1, flat, counters):
     """One Rodas5P step of size ``h`` from ``Y0`` (``F0 = f(Y0)``, ``g0 = ∇L``) into ``Y1`` and ``Kst``.
 
-    Returns the factorisation used (1, 2) or 0 if the matrix was singular. ``ws`` is the work
+    Returns the factorisation used (1 to 4, :func:`_factor`) or 0 if the matrix was singular. ``ws`` is the work
     record of :func:`_workspace`; ``flat`` = (Y0, F0, Kst, Y1) seen as one row of all their elements
     (:func:`_flat_rows`, :func:`_flat_stages`), as ``ws`` ends with U, F, R: the stage sums, the right sides and the
     step end take all the rows in one pass there (a pass per row of d = 30 elements paid a loop's setup and scalar
     tail eleven times: 2.5 against 1.9 µs a step, measured).
     """
-    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, F, R, sp, sm, t, hz, hw, resid, rhs2, theta, g, jrow, Uf, Ff, Rf) = ws
+    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, F, R, sp, sm, t, hz, hw, resid, rhs2, theta, g, jrow, Uf, Ff, Rf, M,
+     MT) = ws
     Y0f, F0f, Kf, Y1f = flat
     c = h * GAMMA
-    how = _factor(H, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2)
+    how = _factor(X, H, lam, c, Y0, g0, ap, am, E, N, NT, piv, B2, B2T, piv2, M, MT)
+    factors = (N, NT, piv, B2T, piv2, M, MT)
     counters[N_LU] += 1
     if how == 2:
         counters[N_DENSE] += 1
@@ -565,8 +575,8 @@ def _attempt(X, XT, y, H, b, mode, lam, inv_lam, h, Y0, F0, g0, valid_p, valid_m
             _rhs(X, XT, y, H, b, mode, inv_lam, U, valid_p, valid_m, theta, g, resid, F)
             counters[N_RHS] += 1
             _stage_right_side(c, Ff, Rf, True)
-        _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, jrow, ap, am, E, N, NT, piv, B2T,
-               piv2, R, Kst[s], sp, sm, t, hz, hw, resid, rhs2)
+        _solve(X, XT, H, mode, lam, inv_lam, c, how, Y0, g0, valid_p, valid_m, jrow, ap, am, E, factors, R, Kst[s], sp,
+               sm, t, hz, hw, resid, rhs2)
     _step_end(Y0f, Kf, Y1f)
     return how
 
@@ -637,4 +647,4 @@ def _workspace(n, d):
     tail = (np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(max(n, 1)), np.zeros(2 * d),
             np.zeros(d), np.zeros(d), np.zeros((4, d)))
     flat = (_flat_rows(rows[0]), _flat_rows(rows[1]), _flat_rows(rows[2]))  # U, F, R seen flat
-    return vec + mats + rows + tail + flat
+    return vec + mats + rows + tail + flat + _woodbury_matrices(n, d)  # (M, MT last: flow_dop853 reads ws[9..22])

@@ -37,7 +37,8 @@ State rows ``MIRROR_P`` (P) and ``MIRROR_G2`` (G₂). With :math:`\sigma = (w_+^
 
 * the P rows: :math:`(I + cH\Sigma)x_P = r_P`, i.e. :math:`(\Sigma^{-1} + cH)(\Sigma x_P) = r_P`:
   one Cholesky factorisation of the symmetric positive definite d × d matrix :math:`\Sigma^{-1} + cH` per
-  step when every σ > 0 (the usual case), else an LU factorisation of :math:`I + cH\Sigma`;
+  step when every σ > 0 (the usual case; where d ≥ 3n, of the n × n matrix of its Woodbury form instead,
+  :mod:`.woodbury`), else an LU factorisation of :math:`I + cH\Sigma`;
 * the G₂ rows: their Jacobian rows are :math:`2g\odot A`, and :math:`cAx_P = x_P - r_P`, so
   :math:`x_G = r_G + 2g\odot(x_P - r_P)`: no further product.
 
@@ -67,6 +68,7 @@ from .flow_rodas import (
     _step_end,
 )
 from .small_linalg import _cholesky, _cholesky_solve, _lu, _lu_solve, _lu_transpose
+from .woodbury import _use_woodbury, _woodbury_factor, _woodbury_matrices, _woodbury_solve_he
 
 #: Rows of the mirror state (shape (N_MIRROR_ROWS, d)): P = ∫g and G₂ = ∫g⊙g.
 MIRROR_P = 0
@@ -105,10 +107,12 @@ def _field_mirror(X, XT, y, H, b, mode, wp, wm, theta, g, resid, F):
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def _factor_mirror(H, c, wp, wm, sig, N, NT, piv):
+def _factor_mirror(X, H, c, wp, wm, sig, N, NT, piv, M, MT):
     """Factorise the P rows' matrix at the weights ``wp``, ``wm`` (σ into ``sig``).
 
-    Returns 3 (Cholesky of Σ⁻¹ + cH: every σ > 0, the usual case), 1 (LU of I + cHΣ) or 0 (singular).
+    Returns 3 (Cholesky of Σ⁻¹ + cH: every σ > 0, the usual case), 4 (the same in the Woodbury form, Cholesky of
+    the n × n M = (n/c)I + XΣXᵀ into ``M``, ``MT``: where d ≥ 3n, :mod:`.woodbury`), 1 (LU of I + cHΣ) or 0
+    (singular).
     """
     d = wp.shape[0]
     positive = True
@@ -116,7 +120,10 @@ def _factor_mirror(H, c, wp, wm, sig, N, NT, piv):
         s = 0.5 * (wp[i] * wp[i] + wm[i] * wm[i])
         sig[i] = s
         positive = positive and s > 0.0 and 1.0 / s < np.inf
-    if positive:
+    if positive and _use_woodbury(X.shape[0], d):
+        if _woodbury_factor(X, sig, c, M, MT):
+            return 4
+    elif positive:
         for i in range(d):
             for j in range(i, d):
                 N[i, j] = c * H[i, j]
@@ -134,24 +141,26 @@ def _factor_mirror(H, c, wp, wm, sig, N, NT, piv):
 
 
 @njit(**INLINE_JIT_OPTIONS)
-def _solve_p_rows(how, sig, N, NT, piv, t):
+def _solve_p_rows(X, how, sig, N, NT, piv, M, MT, t, u, v):
     """t ← (I + cHΣ)⁻¹ t, in place, with the factorisation ``how`` of :func:`_factor_mirror` (also the Newton
-    matrix of the NDF of :mod:`.flow_ndf`)."""
+    matrix of the NDF of :mod:`.flow_ndf`); ``u``, ``v``: an n- and a d-vector of work (the Woodbury form's)."""
     if how == 3:
         _cholesky_solve(N, NT, t)
         for i in range(sig.shape[0]):
             t[i] /= sig[i]
+    elif how == 4:
+        _woodbury_solve_he(X, sig, M, MT, t, u, v)
     else:
         _lu_solve(NT, piv, t)
 
 
 @njit(**INLINE_JIT_OPTIONS)
-def _solve_mirror(how, sig, N, NT, piv, g0, R, Kout, t):
+def _solve_mirror(X, how, sig, N, NT, piv, M, MT, g0, R, Kout, t, u, v):
     """Kout = (I - cA)⁻¹ R for the factorisation ``how`` of :func:`_factor_mirror` (module docstring)."""
     d = sig.shape[0]
     for i in range(d):
         t[i] = R[MIRROR_P, i]
-    _solve_p_rows(how, sig, N, NT, piv, t)
+    _solve_p_rows(X, how, sig, N, NT, piv, M, MT, t, u, v)
     for i in range(d):
         Kout[MIRROR_P, i] = t[i]
         Kout[MIRROR_G2, i] = R[MIRROR_G2, i] + 2.0 * g0[i] * (t[i] - R[MIRROR_P, i])
@@ -163,11 +172,11 @@ def _attempt_mirror(X, XT, y, H, b, mode, w_init, h, Z0, F0, g0, wp0, wm0, ws, K
 
     ``F0``, ``g0``, ``wp0``, ``wm0``: the vector field, ∇L and w± at ``Z0``; ``ws`` the work record of
     :func:`_workspace_mirror`. The stages are those of :func:`.flow_rodas._attempt` (the method's
-    docstring there). Returns the factorisation used (1, 3) or 0 if the matrix was singular.
+    docstring there). Returns the factorisation used (1, 3, 4) or 0 if the matrix was singular.
     """
-    (sig, N, NT, piv, U, F, R, t, wp, wm, theta, g, resid) = ws
+    (sig, N, NT, piv, U, F, R, t, wp, wm, theta, g, resid, M, MT) = ws
     c = h * GAMMA
-    how = _factor_mirror(H, c, wp0, wm0, sig, N, NT, piv)
+    how = _factor_mirror(X, H, c, wp0, wm0, sig, N, NT, piv, M, MT)
     counters[N_LU] += 1
     if how == 0:
         return 0
@@ -180,7 +189,7 @@ def _attempt_mirror(X, XT, y, H, b, mode, w_init, h, Z0, F0, g0, wp0, wm0, ws, K
             _rhs_mirror(X, XT, y, H, b, mode, w_init, U, wp, wm, theta, g, resid, F)
             counters[N_RHS] += 1
             _stage_right_side(c, F, R, True)
-        _solve_mirror(how, sig, N, NT, piv, g0, R, Kst[s], t)
+        _solve_mirror(X, how, sig, N, NT, piv, M, MT, g0, R, Kst[s], t, resid, theta)  # (work: resid, theta)
     _step_end(Z0, Kst, Z1)
     return how
 
@@ -212,4 +221,5 @@ def _workspace_mirror(n, d):
     coordinates."""
     return (np.zeros(d), np.zeros((d, d)), np.zeros((d, d)), np.zeros(d, dtype=np.int64),
             np.zeros((N_MIRROR_ROWS, d)), np.zeros((N_MIRROR_ROWS, d)), np.zeros((N_MIRROR_ROWS, d)),
-            np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(max(n, 1)))
+            np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(max(n, 1))) + \
+        _woodbury_matrices(n, d)

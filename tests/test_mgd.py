@@ -491,7 +491,9 @@ def test_the_adaptive_schemes_step_functions_count_no_references():
         flow_rodas_run,
         flow_schedule,
         flow_stop,
+        ndf_dense,
         small_linalg,
+        woodbury,
     )
     from dlnmomentum.kernels import mgd as K
 
@@ -506,7 +508,9 @@ def test_the_adaptive_schemes_step_functions_count_no_references():
               flow_dop853._rho_hat, flow_dop853._explicit_hopeless, flow_dop853._explicit_point,
               dense_output._dense_eval, dense_output._dense_root, dense_output._dense_slope,
               dense_output._dense_extremes, flow_schedule._owed_row,
-              flow_schedule._step_of_record, flow_schedule._initial_point_owed, flow_schedule._no_row_for_next_step):
+              flow_schedule._step_of_record, flow_schedule._initial_point_owed, flow_schedule._no_row_for_next_step,
+              woodbury._woodbury_factor, woodbury._woodbury_solve_eh, woodbury._woodbury_solve_he,
+              ndf_dense._dense_p, ndf_dense._turn_peaks):
         assert f.targetoptions.get("_nrt") is False, f.py_func.__name__
 
     def reference_counts(options):  # the gradient's column pass, compiled anew with ``options``

@@ -125,9 +125,17 @@ def test_the_written_jacobian_is_the_derivative_of_the_vector_field(problem, lam
         assert np.allclose(col, A[:, q], rtol=1e-5, atol=noise + 1e-9), q
 
 
+def _wide_problem():
+    """d = 4n: the positive definite reduced matrix is factorised in the Woodbury form (kernels/woodbury.py)."""
+    return dm.sparse_regression(n=5, d=20, s=2, mu=1.0, sigma=1.0, seed=3)
+
+
 @pytest.mark.parametrize("lam, c", [(0.3, 0.05), (0.3, 3.0), (0.3, 100.0), (1e-4, 0.2), (1e-4, 30.0)])
-def test_structured_solve_is_the_exact_jacobian_solve(problem, lam, c):
-    """(I - cA)⁻¹r from the kernel's d × d (or 2d × 2d) solve against a dense NumPy solve with that Jacobian."""
+@pytest.mark.parametrize("which", ["paper", "wide"])
+def test_structured_solve_is_the_exact_jacobian_solve(problem, lam, c, which):
+    """(I - cA)⁻¹r from the kernel's d × d (or 2d × 2d, or Woodbury) solve against a dense NumPy solve with that
+    Jacobian."""
+    problem = problem if which == "paper" else _wide_problem()
     d = problem.d
     Y = _state(problem, lam, 3.0)
     _, g = _rhs(problem, lam, Y)
@@ -136,30 +144,35 @@ def test_structured_solve_is_the_exact_jacobian_solve(problem, lam, c):
     R = np.random.default_rng(1).standard_normal((KF.N_RK_ROWS, d))
     want = np.linalg.solve(np.eye(m) - c * A, R.ravel()).reshape(R.shape)
     ws = KR._workspace(problem.n, d)
-    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, Fw, Rw, sp, sm, t, hz, hw, resid, rhs2, theta, gw, jrow, *_flat) = ws
-    how = KR._factor(problem.hessian, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2)
-    assert how in (1, 2, 3)
+    (ap, am, E, N, NT, piv, B2, B2T, piv2, U, Fw, Rw, sp, sm, t, hz, hw, resid, rhs2, theta, gw, jrow, *_flat, M,
+     MT) = ws
+    how = KR._factor(problem.X, problem.hessian, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2, M, MT)
+    assert how in ((1, 2, 3) if which == "paper" else (1, 2, 4))
     out = np.zeros_like(R)
     ok = np.ones(d, dtype=bool)
     KR._j_rows(c, Y, ok, ok, jrow)
     KR._solve(problem.X, problem.XT, problem.hessian, MODE_HESSIAN, lam, 1 / lam, c, how, Y, g, ok, ok, jrow, ap, am,
-              E, N, NT, piv, B2T, piv2, R, out, sp, sm, t, hz, hw, resid, rhs2)
+              E, (N, NT, piv, B2T, piv2, M, MT), R, out, sp, sm, t, hz, hw, resid, rhs2)
     scale = np.abs(want).max(axis=1, keepdims=True) + 1e-300
     assert np.all(np.abs(out - want) / scale < 1e-9), (how, np.max(np.abs(out - want) / scale))
 
 
-def test_every_factorisation_is_exercised(problem):
-    """The cases of the test above take the three paths: Cholesky of the reduced matrix (every α ± βg > 0), its LU
-    (some α ± βg < 0) and the dense 2d × 2d LU (some |α ± βg| small against α)."""
+@pytest.mark.parametrize("which", ["paper", "wide"])
+def test_every_factorisation_is_exercised(problem, which):
+    """The cases of the test above take the three paths: Cholesky of the reduced matrix (every α ± βg > 0; on the
+    wide problem its Woodbury form), its LU (some α ± βg < 0) and the dense 2d × 2d LU (some |α ± βg| small against
+    α)."""
+    problem = problem if which == "paper" else _wide_problem()
     d = problem.d
     got = {}
     for lam, c in [(0.3, 0.05), (0.3, 100.0), (0.3, 3.0)]:
         Y = _state(problem, lam, 3.0)
         _, g = _rhs(problem, lam, Y)
         ws = KR._workspace(problem.n, d)
-        (ap, am, E, N, NT, piv, B2, B2T, piv2, *_rest) = ws
-        got[(lam, c)] = KR._factor(problem.hessian, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2)
-    assert got == {(0.3, 0.05): 3, (0.3, 100.0): 1, (0.3, 3.0): 2}
+        (ap, am, E, N, NT, piv, B2, B2T, piv2, *_rest, M, MT) = ws
+        got[(lam, c)] = KR._factor(problem.X, problem.hessian, lam, c, Y, g, ap, am, E, N, NT, piv, B2, B2T, piv2, M,
+                                   MT)
+    assert got == {(0.3, 0.05): 3 if which == "paper" else 4, (0.3, 100.0): 1, (0.3, 3.0): 2}
 
 
 def test_one_step_has_order_five_against_radau(problem):
@@ -257,9 +270,13 @@ def test_the_written_mirror_jacobian_is_the_derivative(problem):
 
 
 @pytest.mark.parametrize("c, zero, how", [(0.05, None, 3), (40.0, None, 3), (0.05, 4, 1), (40.0, 4, 1)])
-def test_mirror_solve_is_the_exact_jacobian_solve(problem, c, zero, how):
-    """(I - cA)⁻¹r of the d × d solve (Cholesky of Σ⁻¹ + cH; LU of I + cHΣ where some σ = 0) against a dense
-    NumPy solve with the written Jacobian."""
+@pytest.mark.parametrize("which", ["paper", "wide"])
+def test_mirror_solve_is_the_exact_jacobian_solve(problem, c, zero, how, which):
+    """(I - cA)⁻¹r of the d × d solve (Cholesky of Σ⁻¹ + cH, on the wide problem in its Woodbury form; LU of
+    I + cHΣ where some σ = 0) against a dense NumPy solve with the written Jacobian."""
+    if which == "wide":
+        problem = _wide_problem()
+        how = 4 if how == 3 else how
     d = problem.d
     w_init = _w_init(d, zero)
     Z, _ = _mirror_state(problem, 3.0, w_init)
@@ -269,10 +286,11 @@ def test_mirror_solve_is_the_exact_jacobian_solve(problem, c, zero, how):
     A = _mirror_jacobian(problem, Z, w_init)
     R = np.random.default_rng(1).standard_normal(Z.shape)
     want = np.linalg.solve(np.eye(2 * d) - c * A, R.ravel()).reshape(R.shape)
-    (sig, N, NT, piv, *_rest) = KG._workspace_mirror(problem.n, d)
-    assert KG._factor_mirror(problem.hessian, c, wp, wm, sig, N, NT, piv) == how
+    (sig, N, NT, piv, *_rest, M, MT) = KG._workspace_mirror(problem.n, d)
+    assert KG._factor_mirror(problem.X, problem.hessian, c, wp, wm, sig, N, NT, piv, M, MT) == how
     out = np.zeros_like(R)
-    KG._solve_mirror(how, sig, N, NT, piv, g, R, out, np.zeros(d))
+    KG._solve_mirror(problem.X, how, sig, N, NT, piv, M, MT, g, R, out, np.zeros(d), np.zeros(problem.n),
+                     np.zeros(d))
     scale = np.abs(want).max(axis=1, keepdims=True)
     assert np.all(np.abs(out - want) / scale < 1e-10), np.max(np.abs(out - want) / scale)
 
