@@ -76,34 +76,35 @@ def _project(X, v, u):
         u[a] = s
 
 
+@njit(**INLINE_JIT_OPTIONS)
+def _column_dot(X, u, i):
+    """(Xᵀu)_i = Σ_a X[a, i] u[a]."""
+    s = 0.0
+    for a in range(X.shape[0]):
+        s += X[a, i] * u[a]
+    return s
+
+
 @njit(**LEAF_JIT_OPTIONS)
 def _woodbury_solve_eh(X, e, M, MT, t, u):
     """t ← (I + κ diag(e) H)⁻¹ t = t − e ⊙ Xᵀ M⁻¹ X t, in place, with the factors of :func:`_woodbury_factor`;
     ``u``: an n-vector of work."""
-    n, d = X.shape
     _project(X, t, u)
     _cholesky_solve(M, MT, u)
-    for i in range(d):
-        s = 0.0
-        for a in range(n):
-            s += X[a, i] * u[a]
-        t[i] -= e[i] * s
+    for i in range(X.shape[1]):
+        t[i] -= e[i] * _column_dot(X, u, i)
 
 
 @njit(**LEAF_JIT_OPTIONS)
 def _woodbury_solve_he(X, e, M, MT, t, u, v):
     """t ← (I + κ H diag(e))⁻¹ t = t − Xᵀ M⁻¹ X (e ⊙ t), in place, with the factors of :func:`_woodbury_factor`;
     ``u``: an n-vector, ``v``: a d-vector of work."""
-    n, d = X.shape
-    for i in range(d):
+    for i in range(X.shape[1]):
         v[i] = e[i] * t[i]
     _project(X, v, u)
     _cholesky_solve(M, MT, u)
-    for i in range(d):
-        s = 0.0
-        for a in range(n):
-            s += X[a, i] * u[a]
-        t[i] -= s
+    for i in range(X.shape[1]):
+        t[i] -= _column_dot(X, u, i)
 
 
 @njit(**JIT_OPTIONS)
