@@ -189,9 +189,9 @@ def test_the_store_keeps_them_and_resume_continues_with_them(tolerant_line, tmp_
     _assert_same(resumed, tolerant_line)
     # a resume that asks for other settings is refused, naming them and the stored ones
     _forget(path, (np.array([0]), np.array([1])))
-    with pytest.raises(StoreError, match=r"differs in rtol, atol\); .*its flows ran with rtol=1e-07, atol=1e-09"):
+    with pytest.raises(StoreError, match=r"differs in rtol, atol\); .*its flows ran with rtol 1e-07, atol 1e-09"):
         dm.sweep(SPEC, reps=2, store=path, resume=True, **LINE)
-    with pytest.raises(StoreError, match=r"differs in rtol\); .*rtol=1e-07 .*pass that"):
+    with pytest.raises(StoreError, match=r"differs in rtol\); .*rtol 1e-07 .*pass that"):
         dm.sweep(SPEC, reps=2, store=path, resume=True, **LINE, rtol=1e-8, atol=1e-9)
     again = dm.sweep(SPEC, reps=2, store=path, resume=True, **LINE, **SETTINGS)
     _assert_same(again, tolerant_line)

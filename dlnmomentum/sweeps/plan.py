@@ -402,7 +402,7 @@ def resume_hint(stored, differ):
     if not differ or not set(differ) <= {"scheme", *ADAPTIVE_SETTINGS}:
         return ""
     values = dict(flow_settings(stored), scheme=flow_scheme(stored))
-    ran = ", ".join(f"{name}={values[name]!r}" for name in differ)
+    ran = ", ".join(f"{name} {values[name]!r}" for name in differ)
     notes = (["a store before 0.4.0 ran 'rk4'"] if "scheme" in differ else []) + \
         (["None: the defaults, as in a store before 0.6.0"] if set(differ) - {"scheme"} else [])
     return (f"; its flows ran with {ran} ({'; '.join(notes)}): pass {'that' if len(differ) == 1 else 'those'}, or "
