@@ -221,10 +221,16 @@ def drive(run, *, progress=False, desc="run", sink=None, collect=True):
     return status, blocks
 
 
+def chunk_length(run):
+    """The steps of ``run``'s next chunk: its ``chunk_steps``, cut at the end of its budget ``total`` (also the
+    chunks of a sweep's adaptive points, :func:`dlnmomentum.sweeps.flows._adaptive_batch`: each point its single
+    run)."""
+    return min(run.total - run.done, run.chunk_steps)
+
+
 def _one_chunk(run, flag, bar, sink, blocks):
     """Advance ``run`` by one chunk, hand its rows to ``sink``/``blocks``; the status after it."""
-    remaining = run.total - run.done
-    n = min(remaining, run.chunk_steps)
+    n = chunk_length(run)
     start = int(run.cursor[0])
     block = run.new_block(run.block_rows(n))
     before = run.done

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from ..driver import chunk_length
 from ..kernels import flow as KF
 from ..kernels import flow_run as KR
 from ..kernels import flow_sweep as KFS
@@ -155,8 +156,7 @@ def _adaptive_batch(runs, flag, bar):
         block = run.new_block(0)
         while True:
             before = run.done
-            # (the driver's chunk: at most the steps left of the budget, max_steps)
-            code = run.advance(min(run.total - run.done, run.chunk_steps), block, int(run.cursor[0]))
+            code = run.advance(chunk_length(run), block, int(run.cursor[0]))
             if bar is not None:
                 bar.update(run.done - before)
             if code != Status.RUNNING:
