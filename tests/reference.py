@@ -104,6 +104,16 @@ def _w_gradient(H, b, w):
     return np.concatenate([g * wp, -g * wm]), g
 
 
+def w_hessian(H, b, w):
+    """The Jacobian of ∇_w L (:func:`_w_gradient`) in w = (w₊, w₋): the Hessian of F in w-space,
+    diag(g, -g) + ½ U H Uᵀ with U = (diag(w₊); -diag(w₋))."""
+    d = b.shape[0]
+    wp, wm = w[:d], w[d:]
+    _, g = _w_gradient(H, b, w)
+    return np.block([[np.diag(g) + wp[:, None] * H * (wp / 2)[None, :], -wp[:, None] * H * (wm / 2)[None, :]],
+                     [-wm[:, None] * H * (wp / 2)[None, :], -np.diag(g) + wm[:, None] * H * (wm / 2)[None, :]]])
+
+
 def mgf_radau(H, b, lam, t_max, w0, v0, rtol=1e-12, atol=1e-15, full=False):
     """θ(t_max) of MGF(λ), λ > 0, from (w₀, ẇ₀) (both ``(2d,)``, w = (w₊, w₋)): SciPy's Radau on the
     first-order system in (w, ẇ), λẅ + ẇ + ∇_w L = 0, with its exact Jacobian (``full``: (w, ẇ) instead)."""
@@ -114,11 +124,7 @@ def mgf_radau(H, b, lam, t_max, w0, v0, rtol=1e-12, atol=1e-15, full=False):
         return np.concatenate([v, -(v + _w_gradient(H, b, w)[0]) / lam])
 
     def jac(t, z):
-        w = z[:2 * d]
-        wp, wm = w[:d], w[d:]
-        _, g = _w_gradient(H, b, w)
-        Jg = np.block([[np.diag(g) + wp[:, None] * H * (wp / 2)[None, :], -wp[:, None] * H * (wm / 2)[None, :]],
-                       [-wm[:, None] * H * (wp / 2)[None, :], -np.diag(g) + wm[:, None] * H * (wm / 2)[None, :]]])
+        Jg = w_hessian(H, b, z[:2 * d])
         J = np.zeros((4 * d, 4 * d))
         J[:2 * d, 2 * d:] = np.eye(2 * d)
         J[2 * d:, :2 * d] = -Jg / lam
@@ -154,10 +160,7 @@ def gf_radau(H, b, t_max, w0, rtol=1e-10, atol=1e-13):
     d = b.shape[0]
 
     def jac(t, w):
-        wp, wm = w[:d], w[d:]
-        _, g = _w_gradient(H, b, w)
-        return -np.block([[np.diag(g) + wp[:, None] * H * (wp / 2)[None, :], -wp[:, None] * H * (wm / 2)[None, :]],
-                          [-wm[:, None] * H * (wp / 2)[None, :], -np.diag(g) + wm[:, None] * H * (wm / 2)[None, :]]])
+        return -w_hessian(H, b, w)
 
     sol = solve_ivp(lambda t, w: -_w_gradient(H, b, w)[0], (0.0, t_max), w0, method="Radau", rtol=rtol, atol=atol,
                     jac=jac)

@@ -36,7 +36,7 @@ not to its start: α = 0.01·(1 + 1e-6) puts it 2.9e-9 (paper) and 1.8e-9 (secon
 
 import numpy as np
 import pytest
-from reference import _w_gradient
+from reference import _w_gradient, w_hessian
 from scipy.integrate import solve_ivp
 
 import dlnmomentum as dm
@@ -54,22 +54,13 @@ def _second_problem():
     return dm.sparse_regression(n=12, d=16, s=3, mu=0.5, sigma=1.0, n_test=200, seed=7)
 
 
-def _w_hessian(H, b, w):
-    """Jacobian of ∇_w L = (g⊙w₊, -g⊙w₋), g = Hθ - b, θ = (w₊² - w₋²)/4, in w = (w₊, w₋)."""
-    d = b.shape[0]
-    wp, wm = w[:d], w[d:]
-    _, g = _w_gradient(H, b, w)
-    return np.block([[np.diag(g) + wp[:, None] * H * (wp / 2)[None, :], -wp[:, None] * H * (wm / 2)[None, :]],
-                     [-wm[:, None] * H * (wp / 2)[None, :], -np.diag(g) + wm[:, None] * H * (wm / 2)[None, :]]])
-
-
 def _reference(problem, lam, t_end):
     """θ(t_end) from w± = α·1 (and ẇ = 0): BDF on (w, ẇ) for λ > 0, LSODA on w for λ = 0, exact Jacobians."""
     H, b, d = problem.hessian, problem.b, problem.d
     w0 = np.full(2 * d, ALPHA)
     if lam == 0.0:
         sol = solve_ivp(lambda t, w: -_w_gradient(H, b, w)[0], (0.0, t_end), w0, method="LSODA",
-                        jac=lambda t, w: -_w_hessian(H, b, w), rtol=GF_RTOL, atol=GF_ATOL)
+                        jac=lambda t, w: -w_hessian(H, b, w), rtol=GF_RTOL, atol=GF_ATOL)
     else:
         eye = np.eye(2 * d)
 
@@ -80,7 +71,7 @@ def _reference(problem, lam, t_end):
         def jac(t, z):
             J = np.zeros((4 * d, 4 * d))
             J[:2 * d, 2 * d:] = eye
-            J[2 * d:, :2 * d] = -_w_hessian(H, b, z[:2 * d]) / lam
+            J[2 * d:, :2 * d] = -w_hessian(H, b, z[:2 * d]) / lam
             J[2 * d:, 2 * d:] = -eye / lam
             return J
 
@@ -113,7 +104,7 @@ def test_the_reference_jacobian_is_the_gradients_derivative(problems):
     eps = 1e-6
     fd = np.column_stack([(_w_gradient(H, b, w + eps * e)[0] - _w_gradient(H, b, w - eps * e)[0]) / (2 * eps)
                           for e in np.eye(2 * d)])
-    np.testing.assert_allclose(_w_hessian(H, b, w), fd, rtol=0, atol=1e-7 * np.abs(fd).max())
+    np.testing.assert_allclose(w_hessian(H, b, w), fd, rtol=0, atol=1e-7 * np.abs(fd).max())
 
 
 @pytest.mark.slow
